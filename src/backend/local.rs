@@ -1,0 +1,366 @@
+//! The local backend: eval scripts run on the host, inside bubblewrap where
+//! it is installed (no network, only the workspace writable).
+//!
+//! A spec's Python environment is a virtualenv cached by content hash and
+//! shared read-only by every evaluation; each evaluation gets a thin overlay
+//! venv (a `.pth` file pointing at the shared site-packages) so that an
+//! editable install of one candidate tree never leaks into another.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tokio::process::Command;
+
+use super::{EnvError, InfraError, RunOutput, Workspace};
+use crate::dataset::Instance;
+use crate::repo::RepoCache;
+use crate::spec::{hex, ResolvedSpec};
+
+#[derive(Debug)]
+pub struct LocalBackend {
+    envs_root: PathBuf,
+    repos: RepoCache,
+    bwrap: Option<PathBuf>,
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// A prepared local environment.
+#[derive(Debug, Clone)]
+pub struct LocalEnv {
+    /// The interpreter for the spec's Python version, if it names one.
+    python: Option<PathBuf>,
+    /// The shared venv with the spec's packages, if it has any.
+    shared: Option<PathBuf>,
+}
+
+impl LocalEnv {
+    pub fn describe(&self) -> String {
+        match (&self.shared, &self.python) {
+            (Some(s), _) => format!("venv {}", s.display()),
+            (None, Some(p)) => format!("python {}", p.display()),
+            (None, None) => "host".into(),
+        }
+    }
+}
+
+/// Whether bubblewrap works here (it needs user namespaces).
+pub fn detect_bwrap() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    let bwrap = std::env::split_paths(&path).map(|d| d.join("bwrap")).find(|p| p.is_file())?;
+    let ok = std::process::Command::new(&bwrap)
+        .args(["--ro-bind", "/", "/", "--unshare-net", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    ok.then_some(bwrap)
+}
+
+impl LocalBackend {
+    pub fn new(cache: &Path, repos: RepoCache, sandbox: bool) -> LocalBackend {
+        let bwrap = if sandbox { detect_bwrap() } else { None };
+        if bwrap.is_none() {
+            tracing::warn!(
+                "bubblewrap (bwrap) is not available{}: candidate code runs unsandboxed on this host, with network; install bubblewrap or use --backend docker",
+                if sandbox { "" } else { " (--no-sandbox)" }
+            );
+        }
+        LocalBackend { envs_root: cache.join("envs"), repos, bwrap, locks: Mutex::default() }
+    }
+
+    pub fn sandboxed(&self) -> bool {
+        self.bwrap.is_some()
+    }
+
+    fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut m = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(key.to_string()).or_default().clone()
+    }
+
+    pub async fn prepare_env(&self, rs: &ResolvedSpec, inst: &Instance, log_dir: &Path) -> Result<LocalEnv, EnvError> {
+        let spec = &rs.spec;
+        if !spec.apt_packages.is_empty() {
+            return Err(EnvError::Unsupported(format!(
+                "the local backend cannot install apt packages ({}); use --backend docker",
+                spec.apt_packages.join(" ")
+            )));
+        }
+        let python = match &spec.python {
+            Some(v) => Some(find_python(v).await?),
+            None => None,
+        };
+        if !spec.needs_env() || (spec.pip_packages.is_empty() && spec.requirements.is_none()) {
+            if spec.needs_env() && python.is_none() {
+                return Err(EnvError::Unsupported("a spec with install steps must name its python version".into()));
+            }
+            return Ok(LocalEnv { python, shared: None });
+        }
+        let Some(python) = python else {
+            return Err(EnvError::Unsupported("a spec with pip packages must name its python version".into()));
+        };
+        let requirements = match &spec.requirements {
+            Some(path) => Some(self.read_requirements(inst, path)?),
+            None => None,
+        };
+        let mut h = Sha256::new();
+        h.update(rs.spec.hash());
+        h.update(python.to_string_lossy().as_bytes());
+        if let Some(r) = &requirements {
+            h.update(r.as_bytes());
+        }
+        let key = hex(&h.finalize())[..20].to_string();
+        let dir = self.envs_root.join(&key);
+        let lock = self.lock_for(&key);
+        let _g = lock.lock().await;
+        if dir.join(".complete").exists() {
+            return Ok(LocalEnv { python: Some(python), shared: Some(dir) });
+        }
+        // A leftover without the marker is a build that died half-way.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&self.envs_root).map_err(|e| EnvError::Other(e.to_string()))?;
+        let log = log_dir.join("env_build.log");
+        let mut steps: Vec<(String, Vec<String>)> =
+            vec![(python.display().to_string(), vec!["-m".into(), "venv".into(), dir.display().to_string()])];
+        let vpy = dir.join("bin/python").display().to_string();
+        let pip = |args: &[&str]| -> (String, Vec<String>) {
+            let mut a: Vec<String> = vec!["-m".into(), "pip".into(), "install".into(), "--quiet".into(), "--disable-pip-version-check".into()];
+            a.extend(args.iter().map(|s| s.to_string()));
+            (vpy.clone(), a)
+        };
+        if let Some(text) = &requirements {
+            let req_file = dir.with_extension("requirements.txt");
+            std::fs::write(&req_file, filter_requirements(text)).map_err(|e| EnvError::Other(e.to_string()))?;
+            steps.push(pip(&["-r", &req_file.display().to_string()]));
+        }
+        if !spec.pip_packages.is_empty() {
+            let pkgs: Vec<&str> = spec.pip_packages.iter().map(String::as_str).collect();
+            steps.push(pip(&pkgs));
+        }
+        for (prog, args) in steps {
+            run_logged(&prog, &args, &log).await?;
+        }
+        std::fs::write(dir.join(".complete"), b"").map_err(|e| EnvError::Other(e.to_string()))?;
+        Ok(LocalEnv { python: Some(python), shared: Some(dir) })
+    }
+
+    /// The requirements file as it is at the instance's environment setup
+    /// commit, read from the mirror (never downloaded).
+    fn read_requirements(&self, inst: &Instance, path: &str) -> Result<String, EnvError> {
+        let commit = if inst.environment_setup_commit.is_empty() { &inst.base_commit } else { &inst.environment_setup_commit };
+        let mirror = self
+            .repos
+            .ensure(&inst.repo, &[commit])
+            .map_err(|e| EnvError::Other(format!("reading {path}: {e}")))?;
+        let r = git2::Repository::open_bare(mirror).map_err(|e| EnvError::Other(e.to_string()))?;
+        let blob = git2::Oid::from_str(commit)
+            .and_then(|o| r.find_commit(o))
+            .and_then(|c| c.tree())
+            .and_then(|t| t.get_path(Path::new(path)))
+            .and_then(|e| r.find_blob(e.id()))
+            .map_err(|e| EnvError::Other(format!("requirements {path} at {commit}: {e}")))?;
+        Ok(String::from_utf8_lossy(blob.content()).into_owned())
+    }
+
+    /// Make the per-evaluation overlay venv; returns the activation line.
+    pub async fn prepare_workspace(&self, env: &LocalEnv, rs: &ResolvedSpec, ws: &Workspace) -> Result<Option<String>, EnvError> {
+        let Some(python) = &env.python else {
+            return Ok(None);
+        };
+        let venv = ws.root.join("venv");
+        let base = env.shared.as_ref().map(|s| s.join("bin/python")).unwrap_or_else(|| python.clone());
+        // --without-pip: pip comes from the shared env through the .pth file.
+        run_logged(
+            &base.display().to_string(),
+            &["-m".into(), "venv".into(), "--without-pip".into(), venv.display().to_string()],
+            &ws.root.join("venv.log"),
+        )
+        .await?;
+        if let Some(shared) = &env.shared {
+            let site = site_packages(shared).ok_or_else(|| EnvError::Other("shared venv has no site-packages".into()))?;
+            let own = site_packages(&venv).ok_or_else(|| EnvError::Other("overlay venv has no site-packages".into()))?;
+            std::fs::write(own.join("_patchgrade_shared.pth"), format!("{}\n", site.display()))
+                .map_err(|e| EnvError::Other(e.to_string()))?;
+            wrap_console_scripts(&shared.join("bin"), &venv.join("bin")).map_err(|e| EnvError::Other(e.to_string()))?;
+        }
+        for cmd in &rs.spec.pre_install {
+            run_logged("bash", &["-c".into(), format!("cd {} && {cmd}", crate::script::quote(&ws.tree.display().to_string()))], &ws.root.join("pre_install.log")).await?;
+        }
+        Ok(Some(format!("source {}", crate::script::quote(&venv.join("bin/activate").display().to_string()))))
+    }
+
+    pub async fn run(
+        &self,
+        _env: &LocalEnv,
+        rs: &ResolvedSpec,
+        ws: &Workspace,
+        script: &str,
+        timeout: Duration,
+        mut cancel: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<RunOutput, InfraError> {
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            move |source| InfraError::Io { path, source }
+        };
+        let script_path = ws.root.join("eval.sh");
+        std::fs::write(&script_path, script).map_err(io(&script_path))?;
+        let home = ws.root.join("home");
+        std::fs::create_dir_all(&home).map_err(io(&home))?;
+        let out_path = ws.root.join("output.log");
+        let out = std::fs::File::create(&out_path).map_err(io(&out_path))?;
+        let err = out.try_clone().map_err(io(&out_path))?;
+
+        let mut cmd = match &self.bwrap {
+            Some(bwrap) => {
+                let mut c = Command::new(bwrap);
+                let root = ws.root.display().to_string();
+                c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+                c.args(["--bind", &root, &root]);
+                c.args(["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]);
+                if !rs.spec.network {
+                    c.arg("--unshare-net");
+                }
+                c.arg("bash").arg(&script_path);
+                c
+            }
+            None => {
+                let mut c = Command::new("bash");
+                c.arg(&script_path);
+                c
+            }
+        };
+        cmd.current_dir(&ws.tree)
+            .env("HOME", &home)
+            .env("TMPDIR", ws.root.join("home"))
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .kill_on_drop(true);
+        let started = Instant::now();
+        let program = self.bwrap.as_ref().map(|b| b.display().to_string()).unwrap_or_else(|| "bash".into());
+        let mut child = cmd.spawn().map_err(|source| InfraError::Spawn { program, source })?;
+        let pid = child.id();
+        let (timed_out, cancelled) = tokio::select! {
+            r = child.wait() => {
+                r.map_err(|e| InfraError::Other(format!("waiting for the eval script: {e}")))?;
+                (false, false)
+            }
+            _ = tokio::time::sleep(timeout) => (true, false),
+            _ = cancel.wait_for(|c| *c) => (false, true),
+        };
+        if timed_out || cancelled {
+            if let Some(pid) = pid {
+                // The whole process group: the tests' children too.
+                // SAFETY: kill(2) with a negative pid signals a process group.
+                unsafe {
+                    libc::kill(-(pid as i32), libc::SIGKILL);
+                }
+            }
+            let _ = child.wait().await;
+        }
+        let elapsed = started.elapsed();
+        let log = std::fs::read(&out_path).map_err(io(&out_path))?;
+        Ok(RunOutput { log, timed_out, cancelled, elapsed })
+    }
+}
+
+/// Drop lines the reference drops from requirements files: the project
+/// itself is installed by `install`, not from the requirements.
+fn filter_requirements(text: &str) -> String {
+    text.lines()
+        .filter(|l| {
+            let t = l.trim();
+            !(t.starts_with("-e .") || t.starts_with('#') || t.starts_with(".[test"))
+        })
+        .map(|l| l.replace("types-pkg_resources", "types-setuptools"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+fn site_packages(venv: &Path) -> Option<PathBuf> {
+    let lib = venv.join("lib");
+    std::fs::read_dir(&lib)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+}
+
+/// Console scripts of the shared env (pytest, ...) re-pointed at the overlay
+/// interpreter, so that they see the candidate's editable install.
+fn wrap_console_scripts(shared_bin: &Path, own_bin: &Path) -> std::io::Result<()> {
+    let shared_py = shared_bin.join("python");
+    let prefix = format!("#!{}", shared_py.display());
+    for entry in std::fs::read_dir(shared_bin)? {
+        let path = entry?.path();
+        let name = path.file_name().unwrap_or_default();
+        if own_bin.join(name).exists() {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let Some(rest) = text.strip_prefix(&prefix) else { continue };
+        let target = own_bin.join(name);
+        std::fs::write(&target, format!("#!{}{rest}", own_bin.join("python").display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(())
+}
+
+async fn find_python(version: &str) -> Result<PathBuf, EnvError> {
+    let candidates = [format!("python{version}"), "python3".to_string()];
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in &candidates {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(name);
+            if !p.is_file() {
+                continue;
+            }
+            let out = Command::new(&p)
+                .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+                .output()
+                .await;
+            if let Ok(out) = out {
+                if String::from_utf8_lossy(&out.stdout).trim() == version {
+                    return Ok(p);
+                }
+            }
+        }
+    }
+    Err(EnvError::PythonNotFound { version: version.to_string(), tried: candidates.join(", ") })
+}
+
+/// Run a setup command, appending its output to `log`.
+async fn run_logged(program: &str, args: &[String], log: &Path) -> Result<(), EnvError> {
+    use std::io::Write;
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| EnvError::Other(format!("failed to start {program}: {e}")))?;
+    if let Some(dir) = log.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+        let _ = writeln!(f, "$ {program} {}", args.join(" "));
+        let _ = f.write_all(&out.stdout);
+        let _ = f.write_all(&out.stderr);
+    }
+    if !out.status.success() {
+        return Err(EnvError::Command {
+            command: format!("{program} {}", args.join(" ")),
+            status: out.status.to_string(),
+            log: log.to_owned(),
+        });
+    }
+    Ok(())
+}

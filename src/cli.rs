@@ -1,0 +1,358 @@
+//! Command line: argument definitions, the `run` command, exit codes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tokio::sync::{mpsc, watch};
+
+use crate::backend::{Backend, LocalBackend};
+use crate::dataset::{load_predictions, model_dir, Dataset, Prediction};
+use crate::outcome::{EvalRecord, Outcome};
+use crate::repo::{RepoCache, RepoSources, DEFAULT_URL_TEMPLATE};
+use crate::report::{write_json_atomic, Summary, SummaryExtra};
+use crate::runner::{Job, RunConfig, RunEvent, Runner, VERSION};
+use crate::spec::SpecSet;
+
+/// Documented exit codes (README, "Exit codes").
+pub mod exit {
+    /// The run completed (whatever the verdicts).
+    pub const OK: i32 = 0;
+    /// Internal error (a bug).
+    pub const INTERNAL: i32 = 1;
+    /// Bad input: arguments, dataset, predictions or specs.
+    pub const BAD_INPUT: i32 = 2;
+    /// Infrastructure failure: could not write reports, no backend.
+    pub const INFRA: i32 = 3;
+    /// Interrupted (Ctrl-C); finished results are kept.
+    pub const INTERRUPTED: i32 = 130;
+}
+
+/// An error that maps to a documented exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    BadInput(anyhow::Error),
+    #[error(transparent)]
+    Infra(anyhow::Error),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::BadInput(_) => exit::BAD_INPUT,
+            CliError::Infra(_) => exit::INFRA,
+        }
+    }
+}
+
+fn bad(e: impl Into<anyhow::Error>) -> CliError {
+    CliError::BadInput(e.into())
+}
+
+fn infra(e: impl Into<anyhow::Error>) -> CliError {
+    CliError::Infra(e.into())
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "patchgrade", version, about = "Grade SWE-bench-style candidate patches by running them")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// More logging (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Evaluate predictions against a dataset and write reports.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum BackendKind {
+    /// Docker when a daemon answers, else local.
+    Auto,
+    Docker,
+    Local,
+}
+
+/// Where datasets' repositories come from and where caches live.
+#[derive(Debug, Args, Clone)]
+pub struct SourceArgs {
+    /// Extra spec files or folders (repeatable); they override built-ins.
+    #[arg(long = "specs", value_name = "PATH")]
+    pub specs: Vec<PathBuf>,
+    /// Folder of local clones named <owner>__<name>[.git].
+    #[arg(long, value_name = "DIR", env = "PATCHGRADE_MIRROR_DIR")]
+    pub mirror_dir: Option<PathBuf>,
+    /// URL to clone repositories missing from the cache, `{repo}` = owner/name.
+    #[arg(long, default_value = DEFAULT_URL_TEMPLATE)]
+    pub repo_url_template: String,
+    /// Cache folder for mirrors and environments.
+    #[arg(long, value_name = "DIR", env = "PATCHGRADE_CACHE")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Dataset file (.jsonl or .json).
+    #[arg(long, value_name = "FILE")]
+    pub dataset: PathBuf,
+    /// Predictions file(s) (.jsonl, .json), or `gold` for the dataset's patches.
+    #[arg(long, value_name = "FILE|gold", required = true)]
+    pub predictions: Vec<PathBuf>,
+    /// Name of this run (log folder and summary file name).
+    #[arg(long)]
+    pub run_id: String,
+    /// Only these instance ids (space- or comma-separated, repeatable).
+    #[arg(long, value_name = "ID", num_args = 1.., value_delimiter = ',')]
+    pub instance_ids: Vec<String>,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendKind,
+    /// Evaluations run at once.
+    #[arg(long, default_value_t = default_workers())]
+    pub max_workers: usize,
+    /// Per-evaluation time limit, seconds.
+    #[arg(long, default_value_t = 1800)]
+    pub timeout: u64,
+    /// Root of the per-instance logs (logs/run_evaluation/<run_id>/...).
+    #[arg(long, default_value = "logs/run_evaluation")]
+    pub log_dir: PathBuf,
+    /// Folder for the summary <model>.<run_id>.json.
+    #[arg(long, default_value = ".")]
+    pub report_dir: PathBuf,
+    /// Print the summary JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Re-evaluate even when a finished result with the same inputs exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Local backend: run without bubblewrap even where it is installed.
+    #[arg(long)]
+    pub no_sandbox: bool,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+}
+
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(1, 8)
+}
+
+pub fn default_cache_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(x).join("patchgrade");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".cache/patchgrade"),
+        None => std::env::temp_dir().join("patchgrade-cache"),
+    }
+}
+
+impl SourceArgs {
+    pub fn cache(&self) -> PathBuf {
+        self.cache_dir.clone().unwrap_or_else(default_cache_dir)
+    }
+
+    pub fn spec_set(&self) -> Result<SpecSet, CliError> {
+        let mut specs = SpecSet::builtin().map_err(bad)?;
+        for p in &self.specs {
+            specs.add_path(p).map_err(bad)?;
+        }
+        Ok(specs)
+    }
+
+    pub fn repo_cache(&self, dataset: &Path) -> RepoCache {
+        let ds_dir = dataset.parent().map(Path::to_path_buf).unwrap_or_default();
+        RepoCache::new(RepoSources {
+            cache: self.cache().join("repos"),
+            mirror_dir: self.mirror_dir.clone(),
+            export_dirs: vec![ds_dir.join("repos")],
+            url_template: self.repo_url_template.clone(),
+        })
+    }
+}
+
+/// Jobs from predictions, refusing two predictions for the same instance
+/// from the same model (their results would overwrite each other).
+fn jobs(dataset: &Dataset, preds: Vec<Prediction>) -> Result<Vec<Job>, CliError> {
+    let by_id: BTreeMap<&str, Arc<crate::dataset::Instance>> =
+        dataset.instances.iter().map(|i| (i.instance_id.as_str(), Arc::new(i.clone()))).collect();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for p in preds {
+        let Some(inst) = by_id.get(p.instance_id.as_str()) else {
+            continue; // filtered out by --instance-ids
+        };
+        if !seen.insert((p.model_name_or_path.clone(), p.instance_id.clone())) {
+            return Err(bad(anyhow::anyhow!(
+                "two predictions for {} from model {}: give each model one prediction per instance",
+                p.instance_id,
+                p.model_name_or_path
+            )));
+        }
+        out.push(Job { instance: inst.clone(), prediction: p });
+    }
+    Ok(out)
+}
+
+pub async fn run(args: RunArgs) -> Result<i32, CliError> {
+    if args.run_id.trim().is_empty() || args.run_id.contains('/') {
+        return Err(bad(anyhow::anyhow!("--run-id must be non-empty and contain no '/'")));
+    }
+    let mut dataset = Dataset::load(&args.dataset).map_err(bad)?;
+    let preds = load_predictions(&args.predictions, &dataset).map_err(bad)?;
+    let ids: Vec<String> = args.instance_ids.iter().flat_map(|s| s.split_whitespace().map(String::from)).collect();
+    dataset.filter(&ids).map_err(bad)?;
+    let specs = args.sources.spec_set()?;
+    let jobs = jobs(&dataset, preds)?;
+
+    let cache = args.sources.cache();
+    let repos = args.sources.repo_cache(&args.dataset);
+    let backend = match args.backend {
+        BackendKind::Local | BackendKind::Auto => Backend::Local(LocalBackend::new(&cache, repos.clone(), !args.no_sandbox)),
+        BackendKind::Docker => return Err(infra(anyhow::anyhow!("the docker backend is not built yet; use --backend local"))),
+    };
+    let work = tempfile::Builder::new().prefix("patchgrade-").tempdir().map_err(infra)?;
+    let cfg = RunConfig {
+        run_id: args.run_id.clone(),
+        log_root: args.log_dir.clone(),
+        work_root: work.path().to_owned(),
+        max_workers: args.max_workers,
+        timeout: Duration::from_secs(args.timeout),
+        force: args.force,
+    };
+    let backend_name = backend.name().to_string();
+    let runner = Arc::new(Runner { cfg, specs, repos, backend });
+    std::fs::create_dir_all(args.log_dir.join(&args.run_id))
+        .with_context(|| format!("cannot create {}", args.log_dir.display()))
+        .map_err(infra)?;
+    runner.write_run_meta(&args.dataset).map_err(infra)?;
+
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let interrupted = interrupted.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
+                eprintln!("\ninterrupted: stopping running evaluations (finished results are kept); Ctrl-C again to exit now");
+                let _ = cancel_tx.send(true);
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(exit::INTERRUPTED);
+                }
+            }
+        });
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    let reporter = tokio::spawn(report_progress(rx));
+    let started = std::time::Instant::now();
+    let records = runner.clone().run(jobs.clone(), tx, cancel_rx).await;
+    let _ = reporter.await;
+    drop(work);
+
+    // One summary per model, as the reference names them.
+    let mut models: Vec<String> = Vec::new();
+    for j in &jobs {
+        if !models.contains(&j.prediction.model_name_or_path) {
+            models.push(j.prediction.model_name_or_path.clone());
+        }
+    }
+    let mut summaries = Vec::new();
+    for model in &models {
+        let preds: Vec<&Prediction> = jobs.iter().filter(|j| &j.prediction.model_name_or_path == model).map(|j| &j.prediction).collect();
+        let recs: BTreeMap<String, EvalRecord> =
+            records.iter().filter(|((m, _), _)| m == model).map(|((_, id), r)| (id.clone(), r.clone())).collect();
+        let extra = SummaryExtra {
+            version: VERSION.into(),
+            run_id: args.run_id.clone(),
+            model_name_or_path: model.clone(),
+            backend: backend_name.clone(),
+            outcomes: BTreeMap::new(),
+            ids_by_outcome: BTreeMap::new(),
+            wall_seconds: started.elapsed().as_secs_f64(),
+        };
+        let summary = Summary::build(&dataset, &preds, &recs, extra);
+        let path = args.report_dir.join(Summary::file_name(&model_dir(model), &args.run_id));
+        write_json_atomic(&path, &summary).with_context(|| format!("cannot write {}", path.display())).map_err(infra)?;
+        eprintln!("\n{model}:\n{}", summary.table(&recs));
+        eprintln!("summary written to {}", path.display());
+        summaries.push(summary);
+    }
+    if args.json {
+        let v = if summaries.len() == 1 {
+            serde_json::to_value(&summaries[0])
+        } else {
+            serde_json::to_value(&summaries)
+        }
+        .map_err(infra)?;
+        println!("{}", serde_json::to_string_pretty(&v).map_err(infra)?);
+    }
+    if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok(exit::INTERRUPTED);
+    }
+    Ok(exit::OK)
+}
+
+/// Terminal reporter: a progress bar on a terminal, one line per finished
+/// evaluation otherwise.
+async fn report_progress(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
+    let tty = std::io::stderr().is_terminal();
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    let (mut done, mut total) = (0usize, 0usize);
+    let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            RunEvent::Started { total: t, workers } => {
+                total = t;
+                eprintln!("evaluating {t} predictions with {workers} workers");
+                if tty {
+                    let b = indicatif::ProgressBar::new(t as u64);
+                    b.set_style(
+                        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} {msg}")
+                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    );
+                    bar = Some(b);
+                }
+            }
+            RunEvent::InstanceStarted { .. } => {}
+            RunEvent::InstanceFinished { record, reused } => {
+                done += 1;
+                *counts.entry(record.outcome).or_default() += 1;
+                let line = format!(
+                    "[{done}/{total}] {} {}{}",
+                    record.instance_id,
+                    record.outcome,
+                    if reused { " (reused)" } else { "" }
+                );
+                match &bar {
+                    Some(b) => {
+                        b.inc(1);
+                        let msg: Vec<String> = counts.iter().map(|(o, n)| format!("{o} {n}")).collect();
+                        b.set_message(msg.join(", "));
+                        b.println(line);
+                    }
+                    None => eprintln!("{line}"),
+                }
+            }
+            RunEvent::InstanceCancelled { instance_id } => {
+                let line = format!("{instance_id}: stopped, nothing recorded");
+                match &bar {
+                    Some(b) => b.println(line),
+                    None => eprintln!("{line}"),
+                }
+            }
+            RunEvent::Finished { elapsed } => {
+                if let Some(b) = bar.take() {
+                    b.finish_and_clear();
+                }
+                eprintln!("finished in {:.1}s", elapsed.as_secs_f64());
+            }
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! patchgrade: grades SWE-bench-style candidate patches by running them.
+//!
+//! Data flow (see ARCHITECTURE.md): dataset + predictions + specs -> runner
+//! (repo checkout, patch apply, backend runs the eval script) -> parse -> grade
+//! -> report. Parsing and grading are plain sync code; async is only used to
+//! orchestrate processes, containers and timers.
+
+pub mod backend;
+pub mod cli;
+pub mod dataset;
+pub mod grade;
+pub mod metrics;
+pub mod outcome;
+pub mod parse;
+pub mod patch;
+pub mod repo;
+pub mod report;
+pub mod runner;
+pub mod script;
+pub mod spec;

@@ -1,0 +1,105 @@
+//! The typed outcome of evaluating one (instance, prediction), and the record
+//! patchgrade keeps of it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::grade::{Grade, Ungradable};
+use crate::patch::ApplyStrategy;
+
+/// What happened to one candidate. Environment and infrastructure failures
+/// are kept apart from the candidate's own failures: they say nothing about
+/// the patch and are worth a rerun.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Resolved,
+    Unresolved,
+    EmptyPatch,
+    PatchApplyFailed,
+    TestsTimedOut,
+    EnvironmentBuildFailed,
+    InfraError,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 7] = [
+        Outcome::Resolved,
+        Outcome::Unresolved,
+        Outcome::EmptyPatch,
+        Outcome::PatchApplyFailed,
+        Outcome::TestsTimedOut,
+        Outcome::EnvironmentBuildFailed,
+        Outcome::InfraError,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Resolved => "resolved",
+            Outcome::Unresolved => "unresolved",
+            Outcome::EmptyPatch => "empty_patch",
+            Outcome::PatchApplyFailed => "patch_apply_failed",
+            Outcome::TestsTimedOut => "tests_timed_out",
+            Outcome::EnvironmentBuildFailed => "environment_build_failed",
+            Outcome::InfraError => "infra_error",
+        }
+    }
+
+    /// Whether a rerun of the same inputs should reuse this result. Infra
+    /// errors are transient by nature and always re-evaluated.
+    pub fn is_final(self) -> bool {
+        self != Outcome::InfraError
+    }
+
+    /// Whether the reference harness writes a report.json for this outcome
+    /// (apply failures and timeouts have none there, so tooling counts them
+    /// as errors).
+    pub fn has_reference_report(self) -> bool {
+        matches!(self, Outcome::Resolved | Outcome::Unresolved)
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Seconds spent in each stage.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    pub checkout: f64,
+    pub env: f64,
+    pub apply: f64,
+    pub tests: f64,
+    pub total: f64,
+}
+
+/// patchgrade's own record of one evaluation (`patchgrade.json`, and the
+/// `patchgrade` key of report.json).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalRecord {
+    pub instance_id: String,
+    pub model_name_or_path: String,
+    pub outcome: Outcome,
+    /// Why, in words, for every outcome but a clean grade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Inputs that produced this result; a rerun reuses it only on a match.
+    pub cache_key: String,
+    pub patch_sha256: Option<String>,
+    pub spec_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply_strategy: Option<ApplyStrategy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grade: Option<Grade>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ungradable: Option<Ungradable>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_exit_code: Option<i32>,
+    pub backend: String,
+    /// Image id (docker) or env path (local) the tests ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+    pub timings: Timings,
+    pub patchgrade_version: String,
+}

@@ -1,0 +1,264 @@
+//! Repositories: one bare mirror per repo in the cache, and checkouts of a
+//! base commit that carry no history.
+//!
+//! The reference harness clones the whole repository into the image, so a
+//! candidate (or its tests) can read commits newer than the base, including
+//! the fix itself. Here the base tree is copied object by object into a fresh
+//! repository whose only commit is that tree: nothing else is reachable.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use git2::{ObjectType, Oid, Repository, Signature, Time};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error("git error on {repo}: {source}")]
+    Git { repo: String, source: git2::Error },
+    #[error("failed to clone {url}: {source} (use --mirror-dir to point at local clones)")]
+    Clone { url: String, source: git2::Error },
+    #[error("commit {commit} not found in the mirror of {repo} ({mirror})")]
+    CommitNotFound { repo: String, commit: String, mirror: PathBuf },
+    #[error("failed to import {source_file}: {reason}")]
+    Import { source_file: PathBuf, reason: String },
+    #[error("io error at {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+fn git_err(repo: &str) -> impl Fn(git2::Error) -> RepoError + '_ {
+    move |source| RepoError::Git { repo: repo.to_string(), source }
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> RepoError + '_ {
+    move |source| RepoError::Io { path: path.to_owned(), source }
+}
+
+/// Where repositories come from and where their mirrors live.
+#[derive(Debug, Clone)]
+pub struct RepoSources {
+    /// Cache folder holding `<owner>__<name>.git` bare mirrors.
+    pub cache: PathBuf,
+    /// User-supplied clones: `DIR/<owner>__<name>[.git]`, bare or not.
+    pub mirror_dir: Option<PathBuf>,
+    /// Folders holding `<owner>__<name>.fi` git fast-export streams (datasets
+    /// that ship their repositories as text, like the demo).
+    pub export_dirs: Vec<PathBuf>,
+    /// URL for cloning, with `{repo}` for `owner/name`.
+    pub url_template: String,
+}
+
+pub const DEFAULT_URL_TEMPLATE: &str = "https://github.com/{repo}.git";
+
+/// Bare mirrors, made once per repo even when many workers ask at once.
+#[derive(Debug, Clone)]
+pub struct RepoCache {
+    sources: RepoSources,
+    locks: Arc<Mutex<HashMap<String, Arc<Mutex<()>>>>>,
+}
+
+impl RepoCache {
+    pub fn new(sources: RepoSources) -> RepoCache {
+        RepoCache { sources, locks: Arc::default() }
+    }
+
+    fn lock_for(&self, repo: &str) -> Arc<Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        locks.entry(repo.to_string()).or_default().clone()
+    }
+
+    pub fn mirror_path(&self, repo: &str) -> PathBuf {
+        self.sources.cache.join(format!("{}.git", repo.replace('/', "__")))
+    }
+
+    /// The mirror for `repo`, created or refreshed so that `commits` exist.
+    pub fn ensure(&self, repo: &str, commits: &[&str]) -> Result<PathBuf, RepoError> {
+        let lock = self.lock_for(repo);
+        let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let path = self.mirror_path(repo);
+        if path.exists() {
+            let r = Repository::open_bare(&path).map_err(git_err(repo))?;
+            if missing(&r, commits).is_empty() {
+                return Ok(path);
+            }
+            // Stale mirror: fetch from the source again.
+            self.fetch_into(repo, &r)?;
+            return Ok(path);
+        }
+        std::fs::create_dir_all(&self.sources.cache).map_err(io_err(&self.sources.cache))?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".incoming-")
+            .tempdir_in(&self.sources.cache)
+            .map_err(io_err(&self.sources.cache))?;
+        let staging = tmp.path().join("m.git");
+        let key = repo.replace('/', "__");
+        if let Some(fi) = self.sources.export_dirs.iter().map(|d| d.join(format!("{key}.fi"))).find(|p| p.is_file()) {
+            import_fast_export(&fi, &staging)?;
+        } else {
+            let r = Repository::init_bare(&staging).map_err(git_err(repo))?;
+            self.fetch_into(repo, &r)?;
+        }
+        // Rename last: a crash never leaves a half-filled mirror in place.
+        std::fs::rename(&staging, &path).map_err(io_err(&path))?;
+        Ok(path)
+    }
+
+    fn local_source(&self, repo: &str) -> Option<PathBuf> {
+        let key = repo.replace('/', "__");
+        let dir = self.sources.mirror_dir.as_ref()?;
+        [dir.join(format!("{key}.git")), dir.join(&key)].into_iter().find(|p| p.exists())
+    }
+
+    fn fetch_into(&self, repo: &str, r: &Repository) -> Result<(), RepoError> {
+        let url = match self.local_source(repo) {
+            Some(p) => std::fs::canonicalize(&p).map_err(io_err(&p))?.display().to_string(),
+            None => self.sources.url_template.replace("{repo}", repo),
+        };
+        let mut remote = r.remote_anonymous(&url).map_err(git_err(repo))?;
+        // Branches and tags only: remote-tracking refs of a non-bare source
+        // are under refs/remotes and carry the same commits.
+        let refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", "+refs/remotes/*:refs/remotes/*"];
+        remote
+            .fetch(&refspecs, None, None)
+            .map_err(|source| RepoError::Clone { url: url.clone(), source })?;
+        Ok(())
+    }
+
+    /// Materialise `commit`'s tree at `dest` as a fresh repository with a
+    /// single commit and no other refs, and check it out.
+    pub fn checkout(&self, repo: &str, commit: &str, dest: &Path) -> Result<Checkout, RepoError> {
+        let mirror_path = self.mirror_path(repo);
+        let mirror = Repository::open_bare(&mirror_path).map_err(git_err(repo))?;
+        let not_found = || RepoError::CommitNotFound {
+            repo: repo.to_string(),
+            commit: commit.to_string(),
+            mirror: mirror_path.clone(),
+        };
+        let oid = Oid::from_str(commit).map_err(|_| not_found())?;
+        let base = mirror.find_commit(oid).map_err(|_| not_found())?;
+        let tree = base.tree().map_err(git_err(repo))?;
+
+        std::fs::create_dir_all(dest).map_err(io_err(dest))?;
+        let fresh = Repository::init(dest).map_err(git_err(repo))?;
+        copy_tree(&mirror, &fresh, tree.id()).map_err(git_err(repo))?;
+        // Fixed identity and time: the checkout is the same bytes every time.
+        let sig = Signature::new("patchgrade", "patchgrade@localhost", &Time::new(0, 0)).map_err(git_err(repo))?;
+        let fresh_tree = fresh.find_tree(tree.id()).map_err(git_err(repo))?;
+        let head = fresh
+            .commit(Some("HEAD"), &sig, &sig, "patchgrade base tree", &fresh_tree, &[])
+            .map_err(git_err(repo))?;
+        let mut co = git2::build::CheckoutBuilder::new();
+        co.force();
+        fresh.checkout_head(Some(&mut co)).map_err(git_err(repo))?;
+        let mut cfg = fresh.config().map_err(git_err(repo))?;
+        for (k, v) in [("user.name", "patchgrade"), ("user.email", "patchgrade@localhost")] {
+            cfg.set_str(k, v).map_err(git_err(repo))?;
+        }
+        Ok(Checkout { path: dest.to_owned(), head: head.to_string() })
+    }
+}
+
+/// A checked-out base tree.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    pub path: PathBuf,
+    /// The single commit of the fresh repository (not the upstream SHA).
+    pub head: String,
+}
+
+fn missing(r: &Repository, commits: &[&str]) -> Vec<String> {
+    commits
+        .iter()
+        .filter(|c| Oid::from_str(c).ok().and_then(|o| r.find_commit(o).ok()).is_none())
+        .map(|c| c.to_string())
+        .collect()
+}
+
+/// Copy a tree and everything under it between object databases.
+fn copy_tree(from: &Repository, to: &Repository, tree: Oid) -> Result<(), git2::Error> {
+    let src = from.odb()?;
+    let dst = to.odb()?;
+    let mut stack = vec![tree];
+    while let Some(id) = stack.pop() {
+        if dst.exists(id) {
+            continue;
+        }
+        let obj = src.read(id)?;
+        if obj.kind() == ObjectType::Tree {
+            let t = from.find_tree(id)?;
+            for entry in t.iter() {
+                // Submodule entries point at commits of other repositories.
+                if matches!(entry.kind(), Some(ObjectType::Tree | ObjectType::Blob)) {
+                    stack.push(entry.id());
+                }
+            }
+        }
+        dst.write(obj.kind(), obj.data())?;
+    }
+    Ok(())
+}
+
+/// Turn a `git fast-export` stream into a bare repository with git's own
+/// importer (libgit2 has none).
+fn import_fast_export(file: &Path, dest: &Path) -> Result<(), RepoError> {
+    let err = |reason: String| RepoError::Import { source_file: file.to_owned(), reason };
+    Repository::init_bare(dest).map_err(|e| err(e.to_string()))?;
+    let input = std::fs::File::open(file).map_err(|e| err(e.to_string()))?;
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(dest)
+        .args(["fast-import", "--quiet"])
+        .stdin(input)
+        .output()
+        .map_err(|e| err(format!("cannot run git: {e}")))?;
+    if !out.status.success() {
+        return Err(err(String::from_utf8_lossy(&out.stderr).into_owned()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit_file(r: &Repository, name: &str, body: &str, parents: &[&git2::Commit]) -> Oid {
+        std::fs::write(r.workdir().unwrap().join(name), body).unwrap();
+        let mut idx = r.index().unwrap();
+        idx.add_path(Path::new(name)).unwrap();
+        idx.write().unwrap();
+        let tree = r.find_tree(idx.write_tree().unwrap()).unwrap();
+        let sig = Signature::now("t", "t@t").unwrap();
+        r.commit(Some("HEAD"), &sig, &sig, name, &tree, parents).unwrap()
+    }
+
+    #[test]
+    fn checkout_has_one_commit_and_no_future_objects() {
+        let d = tempfile::tempdir().unwrap();
+        let src_dir = d.path().join("mirrors/o__r");
+        let src = Repository::init(&src_dir).unwrap();
+        let c1 = commit_file(&src, "a.txt", "one\n", &[]);
+        let c1c = src.find_commit(c1).unwrap();
+        let c2 = commit_file(&src, "b.txt", "future fix\n", &[&c1c]);
+        let cache = RepoCache::new(RepoSources {
+            cache: d.path().join("cache"),
+            mirror_dir: Some(d.path().join("mirrors")),
+            export_dirs: vec![],
+            url_template: DEFAULT_URL_TEMPLATE.into(),
+        });
+        cache.ensure("o/r", &[&c1.to_string()]).unwrap();
+        let co = cache.checkout("o/r", &c1.to_string(), &d.path().join("tree")).unwrap();
+        assert_eq!(std::fs::read_to_string(co.path.join("a.txt")).unwrap(), "one\n");
+        assert!(!co.path.join("b.txt").exists());
+        let r = Repository::open(&co.path).unwrap();
+        let mut walk = r.revwalk().unwrap();
+        walk.push_head().unwrap();
+        assert_eq!(walk.count(), 1);
+        // The future commit's blob and the commit itself are unreachable.
+        assert!(r.find_commit(c2).is_err());
+        assert!(r.find_commit(c1).is_err());
+        assert_eq!(r.references().unwrap().count(), 1);
+        let err = cache.checkout("o/r", "deadbeefdeadbeefdeadbeefdeadbeefdeadbeef", &d.path().join("t2")).unwrap_err();
+        assert!(matches!(err, RepoError::CommitNotFound { .. }), "{err}");
+    }
+}

@@ -1,0 +1,159 @@
+//! The eval script run in the environment: reset the test files, apply the
+//! test patch, run the tests between markers, record the exit code, restore.
+
+use crate::patch::{ChangeKind, FileChange};
+use crate::spec::{Spec, TestDirectives};
+
+const TEMPLATE: &str = include_str!("../harness-scripts/eval.sh.tmpl");
+
+/// Files whose extension says they are not tests (the reference's
+/// `NON_TEST_EXTS`; its `csv` has no dot, kept as is).
+const NON_TEST_EXTS: [&str; 11] = [".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml"];
+
+/// Runner arguments for the test files a test patch touches.
+pub fn directives(changes: &[FileChange], mode: TestDirectives) -> Vec<String> {
+    if mode == TestDirectives::None {
+        return Vec::new();
+    }
+    changes
+        .iter()
+        .filter(|c| !matches!(c.kind, ChangeKind::Deleted))
+        .map(|c| c.path.as_str())
+        .filter(|p| !NON_TEST_EXTS.iter().any(|ext| p.ends_with(ext)))
+        .map(|p| match mode {
+            TestDirectives::Django => {
+                let p = p.strip_suffix(".py").unwrap_or(p);
+                p.strip_prefix("tests/").unwrap_or(p).replace('/', ".")
+            }
+            _ => p.to_string(),
+        })
+        .collect()
+}
+
+/// Single-quote for bash.
+pub fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Commands that put the test files back as they are at base: tracked files
+/// are checked out, files the test patch adds are removed (so a candidate
+/// that created them cannot pre-empt them, reference #538).
+fn reset_commands(changes: &[FileChange]) -> String {
+    let mut tracked = Vec::new();
+    let mut added = Vec::new();
+    for c in changes {
+        match &c.kind {
+            ChangeKind::Added => added.push(quote(&c.path)),
+            ChangeKind::Renamed { from } => {
+                tracked.push(quote(from));
+                added.push(quote(&c.path));
+            }
+            ChangeKind::Copied { .. } => added.push(quote(&c.path)),
+            ChangeKind::Deleted | ChangeKind::Modified => tracked.push(quote(&c.path)),
+        }
+    }
+    let mut out = Vec::new();
+    // Never `git checkout HEAD` with no paths (reference #518): that would
+    // reset the whole tree, candidate patch included.
+    if !tracked.is_empty() {
+        out.push(format!("git checkout HEAD -- {}", tracked.join(" ")));
+    }
+    if !added.is_empty() {
+        out.push(format!("rm -f {}", added.join(" ")));
+    }
+    out.join("\n")
+}
+
+/// A heredoc delimiter that does not occur in `text`.
+fn delimiter(text: &str) -> String {
+    let mut d = String::from("EOF_114329324912");
+    while text.lines().any(|l| l == d) {
+        d.push('X');
+    }
+    d
+}
+
+/// Everything that goes into one eval script.
+pub struct EvalScript<'a> {
+    pub testbed: &'a str,
+    /// Shell line(s) that activate the Python env, if any.
+    pub activate: Option<String>,
+    pub spec: &'a Spec,
+    /// Whether to re-run the spec's `install` before the tests.
+    pub reinstall: bool,
+    pub test_patch: &'a str,
+    pub test_changes: &'a [FileChange],
+}
+
+impl EvalScript<'_> {
+    pub fn render(&self) -> String {
+        let spec = self.spec;
+        let mut env: Vec<String> = spec.env.iter().map(|(k, v)| format!("export {k}={}", quote(v))).collect();
+        env.extend(spec.eval_commands.iter().cloned());
+        let apply = if self.test_patch.trim().is_empty() {
+            String::from(": no test patch")
+        } else {
+            let mut text = self.test_patch.to_string();
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            let d = delimiter(&text);
+            format!("if ! git apply -v - <<'{d}'\n{text}{d}\nthen\n    echo '>>>>> Tests Errored: the test patch did not apply'\nfi")
+        };
+        let mut test_cmd = spec.test_cmd.clone();
+        for d in directives(self.test_changes, spec.test_directives) {
+            test_cmd.push(' ');
+            test_cmd.push_str(&quote(&d));
+        }
+        let install = match (&spec.install, self.reinstall) {
+            (Some(cmd), true) => cmd.clone(),
+            _ => String::from(": install skipped"),
+        };
+        let reset = reset_commands(self.test_changes);
+        TEMPLATE
+            .replace("{{testbed}}", &quote(self.testbed))
+            .replace("{{activate}}", self.activate.as_deref().unwrap_or(": no env to activate"))
+            .replace("{{eval_commands}}", &env.join("\n"))
+            .replace("{{install}}", &install)
+            .replace("{{reset_tests}}", if reset.is_empty() { ": no tests to reset" } else { &reset })
+            .replace("{{test_cmd}}", &test_cmd)
+            // Last: the test patch may itself contain `{{` sequences.
+            .replace("{{apply_test_patch}}", &apply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(path: &str, kind: ChangeKind) -> FileChange {
+        FileChange { path: path.into(), kind, binary: false, old_mode: None, new_mode: None }
+    }
+
+    #[test]
+    fn directives_per_mode() {
+        let ch = vec![
+            change("tests/forms_tests/test_x.py", ChangeKind::Modified),
+            change("tests/data/fixture.json", ChangeKind::Added),
+            change("tests/old.py", ChangeKind::Deleted),
+        ];
+        assert_eq!(directives(&ch, TestDirectives::Paths), vec!["tests/forms_tests/test_x.py"]);
+        assert_eq!(directives(&ch, TestDirectives::Django), vec!["forms_tests.test_x"]);
+        assert!(directives(&ch, TestDirectives::None).is_empty());
+    }
+
+    #[test]
+    fn reset_never_resets_whole_tree() {
+        let only_added = vec![change("tests/new_test.py", ChangeKind::Added)];
+        let r = reset_commands(&only_added);
+        assert_eq!(r, "rm -f 'tests/new_test.py'");
+        let renamed = vec![change("b.py", ChangeKind::Renamed { from: "a.py".into() })];
+        assert_eq!(reset_commands(&renamed), "git checkout HEAD -- 'a.py'\nrm -f 'b.py'");
+    }
+
+    #[test]
+    fn delimiter_avoids_collisions_and_quote_escapes() {
+        assert_eq!(delimiter("x\nEOF_114329324912\n"), "EOF_114329324912X");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+    }
+}

@@ -1,0 +1,252 @@
+//! Per-repository environment and test specs (YAML), keyed by version.
+//!
+//! A spec file names one repository and maps versions (or `"*"`) to a
+//! [`Spec`]. A `defaults:` section is merged under every version so that the
+//! many identical versions of a repo are written once. Unknown keys are an
+//! error: a misspelt `pip_pakages` silently ignored would build the wrong
+//! environment and give wrong verdicts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::parse::LogParser;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("failed to read spec {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("spec {path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+    #[error("spec {path}, version {version:?}: {reason}")]
+    Version {
+        path: PathBuf,
+        version: String,
+        reason: String,
+    },
+    #[error("no spec for {repo} version {version:?} (known repos: {known}); add one with --specs")]
+    Missing {
+        repo: String,
+        version: String,
+        known: String,
+    },
+}
+
+/// How the test files named in the test patch become runner arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TestDirectives {
+    /// Paths as they are (pytest, sympy's bin/test, most runners).
+    #[default]
+    #[serde(alias = "pytest", alias = "sympy")]
+    Paths,
+    /// Django's runtests.py labels: `tests/foo/tests.py` -> `foo.tests`.
+    Django,
+    /// Run `test_cmd` alone (cargo test, go test ./...).
+    None,
+}
+
+/// The environment and test recipe for one (repo, version).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// Python version, e.g. "3.9". Absent: the runner needs no Python env.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    #[serde(default)]
+    pub apt_packages: Vec<String>,
+    #[serde(default)]
+    pub pip_packages: Vec<String>,
+    /// Requirements file path in the repo at `environment_setup_commit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirements: Option<String>,
+    /// Shell commands run in the checkout before `install`.
+    #[serde(default)]
+    pub pre_install: Vec<String>,
+    /// Shell command that installs the checkout into the env.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<String>,
+    /// Shell commands run in the eval script before the tests.
+    #[serde(default)]
+    pub eval_commands: Vec<String>,
+    pub test_cmd: String,
+    pub log_parser: LogParser,
+    #[serde(default)]
+    pub test_directives: TestDirectives,
+    /// Whether the test run may use the network (default: no).
+    #[serde(default)]
+    pub network: bool,
+    /// Extra environment for the test run.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+impl Spec {
+    /// Content hash: anything that changes what the env or the eval script
+    /// does changes this, which keys both env caches and result caches.
+    pub fn hash(&self) -> String {
+        let canon = serde_json::to_vec(self).expect("spec serialises");
+        hex(&Sha256::digest(canon))[..16].to_string()
+    }
+
+    /// Whether the env needs more than the interpreter itself.
+    pub fn needs_env(&self) -> bool {
+        !self.pip_packages.is_empty() || self.requirements.is_some() || self.install.is_some()
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecFile {
+    repo: String,
+    #[serde(default)]
+    defaults: Option<serde_json::Map<String, Value>>,
+    versions: BTreeMap<String, serde_json::Map<String, Value>>,
+}
+
+/// A spec with where it came from (for error messages and reports).
+#[derive(Debug, Clone)]
+pub struct ResolvedSpec {
+    pub spec: Spec,
+    pub source: PathBuf,
+    pub version_key: String,
+}
+
+/// All specs known to a run: built-ins first, then `--specs` in order, later
+/// files overriding earlier ones per (repo, version key).
+#[derive(Debug, Default)]
+pub struct SpecSet {
+    by_repo: BTreeMap<String, BTreeMap<String, ResolvedSpec>>,
+}
+
+/// The specs under images/specs/, embedded at build time so the binary works
+/// from any directory.
+const BUILTIN: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/builtin_specs.rs"));
+
+impl SpecSet {
+    pub fn builtin() -> Result<SpecSet, SpecError> {
+        let mut set = SpecSet::default();
+        for (name, text) in BUILTIN {
+            set.add_text(Path::new(&format!("images/specs/{name}")), text)?;
+        }
+        Ok(set)
+    }
+
+    /// Add a spec file, or every `.yaml`/`.yml` file in a folder (sorted).
+    pub fn add_path(&mut self, path: &Path) -> Result<(), SpecError> {
+        let read_err = |source| SpecError::Read { path: path.to_owned(), source };
+        if path.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(read_err)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
+                .collect();
+            files.sort();
+            for f in files {
+                self.add_path(&f)?;
+            }
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(path).map_err(read_err)?;
+        self.add_text(path, &text)
+    }
+
+    fn add_text(&mut self, path: &Path, text: &str) -> Result<(), SpecError> {
+        let invalid = |reason: String| SpecError::Invalid { path: path.to_owned(), reason };
+        let file: SpecFile = serde_yaml_ng::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        if !file.repo.contains('/') {
+            return Err(invalid(format!("repo {:?} is not owner/name", file.repo)));
+        }
+        let entry = self.by_repo.entry(file.repo.clone()).or_default();
+        for (version, fields) in file.versions {
+            let mut merged = file.defaults.clone().unwrap_or_default();
+            merged.extend(fields);
+            let spec: Spec = serde_json::from_value(Value::Object(merged)).map_err(|e| SpecError::Version {
+                path: path.to_owned(),
+                version: version.clone(),
+                reason: e.to_string(),
+            })?;
+            // One key may name several versions that share a spec: "1.0 1.1".
+            for v in version.split([' ', ',']).filter(|v| !v.is_empty()) {
+                entry.insert(
+                    v.to_string(),
+                    ResolvedSpec { spec: spec.clone(), source: path.to_owned(), version_key: v.to_string() },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The spec for a repo and version: the exact version, else `"*"`.
+    pub fn lookup(&self, repo: &str, version: &str) -> Result<&ResolvedSpec, SpecError> {
+        self.by_repo
+            .get(repo)
+            .and_then(|m| m.get(version).or_else(|| m.get("*")))
+            .ok_or_else(|| SpecError::Missing {
+                repo: repo.to_string(),
+                version: version.to_string(),
+                known: self.by_repo.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
+    }
+
+    pub fn repos(&self) -> impl Iterator<Item = &str> {
+        self.by_repo.keys().map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(text: &str) -> Result<SpecSet, SpecError> {
+        let mut s = SpecSet::default();
+        s.add_text(Path::new("t.yaml"), text).map(|_| s)
+    }
+
+    #[test]
+    fn defaults_merge_and_star_fallback() {
+        let s = set("repo: o/r\ndefaults:\n  test_cmd: pytest -rA\n  log_parser: pytest\nversions:\n  \"1.0 1.1\":\n    python: \"3.9\"\n  \"*\":\n    python: \"3.11\"\n")
+            .unwrap();
+        assert_eq!(s.lookup("o/r", "1.1").unwrap().spec.python.as_deref(), Some("3.9"));
+        assert_eq!(s.lookup("o/r", "9.9").unwrap().spec.python.as_deref(), Some("3.11"));
+        assert_eq!(s.lookup("o/r", "1.0").unwrap().spec.test_cmd, "pytest -rA");
+        assert!(matches!(s.lookup("x/y", "1"), Err(SpecError::Missing { .. })));
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_naming_version_and_key() {
+        let e = set("repo: o/r\nversions:\n  \"1.0\":\n    test_cmd: t\n    log_parser: pytest\n    pip_pakages: [x]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"1.0\"") && e.contains("pip_pakages"), "{e}");
+    }
+
+    #[test]
+    fn unknown_parser_is_an_error() {
+        let e = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: nosuch\n").unwrap_err().to_string();
+        assert!(e.contains("nosuch"), "{e}");
+    }
+
+    #[test]
+    fn hash_changes_with_content() {
+        let a = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: a\n    log_parser: pytest\n").unwrap();
+        let b = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: b\n    log_parser: pytest\n").unwrap();
+        assert_ne!(a.lookup("o/r", "1").unwrap().spec.hash(), b.lookup("o/r", "1").unwrap().spec.hash());
+    }
+
+    #[test]
+    fn builtin_specs_parse() {
+        let s = SpecSet::builtin().unwrap();
+        assert!(s.repos().count() >= 1);
+    }
+}

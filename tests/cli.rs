@@ -1,0 +1,235 @@
+//! End-to-end tests of `patchgrade run` with the local backend.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+const SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+
+const CORE_BUGGY: &str = "def clamp(x, lo, hi):\n    return max(lo, x)\n";
+const CORE_FIXED: &str = "def clamp(x, lo, hi):\n    return min(hi, max(lo, x))\n";
+const CORE_WRONG: &str = "def clamp(x, lo, hi):\n    return min(hi - 1, max(lo, x))\n";
+const TESTS_BASE: &str = "import unittest\nfrom widgets.core import clamp\n\n\nclass TestClamp(unittest.TestCase):\n    def test_low(self):\n        self.assertEqual(clamp(-5, 0, 3), 0)\n";
+const F2P: &str = "tests.test_core.TestClamp.test_high";
+const P2P: &str = "tests.test_core.TestClamp.test_low";
+
+/// The widgets fixture: a repo with a clamp() bug, its gold fix and the test
+/// patch that catches it.
+struct Widgets {
+    sb: Sandbox,
+    repo: FixtureRepo,
+    base: String,
+    gold: String,
+    test_patch: String,
+}
+
+fn widgets() -> Widgets {
+    let sb = Sandbox::new();
+    let repo = FixtureRepo::new(&sb, "acme/widgets");
+    repo.commit(
+        &[
+            ("widgets/__init__.py", Some(b"")),
+            ("widgets/core.py", Some(CORE_BUGGY.as_bytes())),
+            ("tests/__init__.py", Some(b"")),
+            ("tests/test_core.py", Some(TESTS_BASE.as_bytes())),
+        ],
+        "initial",
+    );
+    let base = repo.repo.head().unwrap().peel_to_commit().unwrap().id().to_string();
+    // A later commit holding the fix: the checkout must not expose it.
+    let gold = repo.diff_of(&[("widgets/core.py", Some(CORE_FIXED.as_bytes()))], false);
+    let tests_new = format!("{TESTS_BASE}\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n");
+    let test_patch = repo.diff_of(&[("tests/test_core.py", Some(tests_new.as_bytes()))], false);
+    repo.commit(&[("widgets/core.py", Some(CORE_FIXED.as_bytes()))], "the future fix");
+    sb.write("specs/widgets.yaml", SPEC);
+    Widgets { sb, repo, base, gold, test_patch }
+}
+
+impl Widgets {
+    fn args<'a>(&'a self, run_id: &'a str, preds: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut a = vec![
+            "run", "--dataset", "dataset.jsonl", "--predictions", preds, "--run-id", run_id, "--backend", "local",
+            "--specs", "specs", "--mirror-dir", "mirrors", "--max-workers", "2",
+        ];
+        a.extend_from_slice(extra);
+        a
+    }
+}
+
+#[test]
+fn gold_resolves_and_a_wrong_patch_does_not() {
+    let w = widgets();
+    let row = instance("acme__widgets-1", "acme/widgets", &w.base, &w.gold, &w.test_patch, &[F2P], &[P2P]);
+    w.sb.write("dataset.jsonl", &jsonl(&[row]));
+    let out = w.sb.run(&w.args("g", "gold", &["--json"]));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(w.sb.outcome("g", "gold", "acme__widgets-1"), "resolved");
+    // --json prints the summary on stdout, reference keys included.
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["resolved_ids"], serde_json::json!(["acme__widgets-1"]));
+    assert_eq!(summary["schema_version"], 2);
+    assert_eq!(summary, w.sb.summary("gold", "g"));
+    // report.json in the reference schema.
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(w.sb.path().join("logs/run_evaluation/g/gold/acme__widgets-1/report.json")).unwrap(),
+    )
+    .unwrap();
+    let r = &report["acme__widgets-1"];
+    assert_eq!(r["resolved"], true);
+    assert_eq!(r["patch_successfully_applied"], true);
+    assert_eq!(r["tests_status"]["FAIL_TO_PASS"]["success"], serde_json::json!([F2P]));
+    assert_eq!(r["tests_status"]["PASS_TO_PASS"]["success"], serde_json::json!([P2P]));
+    for f in ["patch.diff", "eval.sh", "test_output.txt", "run_instance.log"] {
+        assert!(w.sb.path().join("logs/run_evaluation/g/gold/acme__widgets-1").join(f).is_file(), "{f}");
+    }
+
+    let wrong = w.repo.diff_of(&[("widgets/core.py", Some(CORE_WRONG.as_bytes()))], false);
+    w.sb.write("wrong.jsonl", &jsonl(&[prediction("acme__widgets-1", "m", Some(&wrong))]));
+    let out = w.sb.run(&w.args("w", "wrong.jsonl", &[]));
+    assert_eq!(out.status.code(), Some(0));
+    let rec = w.sb.record("w", "m", "acme__widgets-1");
+    assert_eq!(rec["outcome"], "unresolved");
+    assert_eq!(rec["grade"]["fail_to_pass"]["failure"], serde_json::json!([F2P]));
+}
+
+#[test]
+fn hostile_and_odd_inputs_each_get_their_outcome() {
+    let w = widgets();
+    let sb = &w.sb;
+    // A patch that writes outside the tree.
+    let escape = "diff --git a/../escaped.txt b/../escaped.txt\nnew file mode 100644\n--- /dev/null\n+++ b/../escaped.txt\n@@ -0,0 +1 @@\n+pwned\n";
+    // A binary file the fix adds and the test reads.
+    let blob: Vec<u8> = (0u8..=255).collect();
+    let bin_gold = w.repo.diff_of(&[("widgets/data.bin", Some(&blob))], true);
+    let bin_tests = format!(
+        "{TESTS_BASE}\n    def test_data(self):\n        with open('widgets/data.bin', 'rb') as f:\n            self.assertEqual(f.read(), bytes(range(256)))\n"
+    );
+    let bin_test_patch = w.repo.diff_of(&[("tests/test_core.py", Some(bin_tests.as_bytes()))], false);
+    // Tests that print bytes that are not UTF-8.
+    let noisy_tests = format!(
+        "{TESTS_BASE}\n    def test_high(self):\n        import sys\n        sys.stdout.buffer.write(b'\\xff\\xfe\\x00 not utf-8\\n')\n        sys.stdout.flush()\n        self.assertEqual(clamp(9, 0, 3), 3)\n"
+    );
+    let noisy_test_patch = w.repo.diff_of(&[("tests/test_core.py", Some(noisy_tests.as_bytes()))], false);
+    // A test that hangs.
+    let hang_tests = format!("{TESTS_BASE}\n    def test_high(self):\n        import time\n        time.sleep(600)\n");
+    let hang_test_patch = w.repo.diff_of(&[("tests/test_core.py", Some(hang_tests.as_bytes()))], false);
+
+    let rows = vec![
+        instance("w-escape", "acme/widgets", &w.base, &w.gold, &w.test_patch, &[F2P], &[P2P]),
+        instance("w-binary", "acme/widgets", &w.base, &bin_gold, &bin_test_patch, &["tests.test_core.TestClamp.test_data"], &[P2P]),
+        instance("w-noisy", "acme/widgets", &w.base, &w.gold, &noisy_test_patch, &[F2P], &[P2P]),
+        instance("w-hang", "acme/widgets", &w.base, &w.gold, &hang_test_patch, &[F2P], &[P2P]),
+        instance("w-empty", "acme/widgets", &w.base, &w.gold, &w.test_patch, &[F2P], &[P2P]),
+    ];
+    sb.write("dataset.jsonl", &jsonl(&rows));
+    let preds = vec![
+        prediction("w-escape", "m", Some(escape)),
+        prediction("w-binary", "m", Some(&bin_gold)),
+        prediction("w-noisy", "m", Some(&w.gold)),
+        prediction("w-hang", "m", Some(&w.gold)),
+        prediction("w-empty", "m", None),
+    ];
+    sb.write("preds.jsonl", &jsonl(&preds));
+    let out = sb.run(&w.args("odd", "preds.jsonl", &["--timeout", "5"]));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(sb.outcome("odd", "m", "w-escape"), "patch_apply_failed");
+    assert!(!sb.path().join("escaped.txt").exists());
+    assert_eq!(sb.outcome("odd", "m", "w-binary"), "resolved");
+    assert_eq!(sb.outcome("odd", "m", "w-noisy"), "resolved");
+    let noisy_log = std::fs::read(sb.path().join("logs/run_evaluation/odd/m/w-noisy/test_output.txt")).unwrap();
+    assert!(String::from_utf8(noisy_log).unwrap().contains('\u{FFFD}'), "non-UTF-8 bytes are replaced, not fatal");
+    assert_eq!(sb.outcome("odd", "m", "w-hang"), "tests_timed_out");
+    assert_eq!(sb.outcome("odd", "m", "w-empty"), "empty_patch");
+    let s = sb.summary("m", "odd");
+    assert_eq!(s["resolved_ids"], serde_json::json!(["w-binary", "w-noisy"]));
+    assert_eq!(s["error_ids"], serde_json::json!(["w-escape", "w-hang"]));
+    assert_eq!(s["empty_patch_ids"], serde_json::json!(["w-empty"]));
+    assert_eq!(s["patchgrade"]["outcomes"]["tests_timed_out"], 1);
+    // As in the reference: no report.json for apply failures and timeouts.
+    assert!(!sb.path().join("logs/run_evaluation/odd/m/w-hang/report.json").exists());
+    let hang_log = std::fs::read_to_string(sb.path().join("logs/run_evaluation/odd/m/w-hang/test_output.txt")).unwrap();
+    assert!(hang_log.contains("Timeout error: 5 seconds exceeded."), "{hang_log}");
+}
+
+#[test]
+fn bad_inputs_stop_before_any_work_with_file_and_line() {
+    let w = widgets();
+    let sb = &w.sb;
+    let good = instance("acme__widgets-1", "acme/widgets", &w.base, &w.gold, &w.test_patch, &[F2P], &[P2P]).to_string();
+    sb.write("malformed.jsonl", &format!("{good}\n{{\"instance_id\": \n"));
+    let out = sb.run(&["run", "--dataset", "malformed.jsonl", "--predictions", "gold", "--run-id", "x", "--backend", "local"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("malformed.jsonl:2:"), "{err}");
+    assert!(!sb.path().join("logs").exists(), "no work was done");
+
+    sb.write("missing.jsonl", "{\"instance_id\": \"a\", \"repo\": \"o/r\"}\n");
+    let out = sb.run(&["run", "--dataset", "missing.jsonl", "--predictions", "gold", "--run-id", "x", "--backend", "local"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("missing.jsonl:1:") && err.contains("base_commit"), "{err}");
+
+    sb.write("dataset.jsonl", &format!("{good}\n"));
+    sb.write("preds.jsonl", &jsonl(&[prediction("acme__widgets-1", "m", Some("x")), prediction("nope-9", "m", Some("x"))]));
+    let out = sb.run(&["run", "--dataset", "dataset.jsonl", "--predictions", "preds.jsonl", "--run-id", "x", "--backend", "local"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope-9"));
+    assert!(!sb.path().join("logs").exists(), "no work was done");
+}
+
+#[test]
+fn rerun_reuses_results_only_for_the_same_patch() {
+    let w = widgets();
+    let sb = &w.sb;
+    let row = instance("acme__widgets-1", "acme/widgets", &w.base, &w.gold, &w.test_patch, &[F2P], &[P2P]);
+    sb.write("dataset.jsonl", &jsonl(&[row]));
+    sb.write("preds.jsonl", &jsonl(&[prediction("acme__widgets-1", "m", Some(&w.gold))]));
+    assert_eq!(sb.run(&w.args("r", "preds.jsonl", &[])).status.code(), Some(0));
+    let first = sb.record("r", "m", "acme__widgets-1");
+    let out = sb.run(&w.args("r", "preds.jsonl", &[]));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("(reused)"));
+    assert_eq!(sb.record("r", "m", "acme__widgets-1"), first, "reused result is untouched");
+
+    // Same run id, different patch: evaluated again (the reference would
+    // wrongly reuse the old report).
+    let wrong = w.repo.diff_of(&[("widgets/core.py", Some(CORE_WRONG.as_bytes()))], false);
+    sb.write("preds.jsonl", &jsonl(&[prediction("acme__widgets-1", "m", Some(&wrong))]));
+    let out = sb.run(&w.args("r", "preds.jsonl", &[]));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("(reused)"));
+    assert_eq!(sb.outcome("r", "m", "acme__widgets-1"), "unresolved");
+}
+
+#[test]
+fn demo_gives_the_expected_outcome_for_every_instance() {
+    let sb = Sandbox::new();
+    let demo = project_root().join("instances/demo");
+    let ds = demo.join("dataset.jsonl");
+    let preds = demo.join("predictions.jsonl");
+    let out = sb.run(&[
+        "run", "--dataset", ds.to_str().unwrap(), "--predictions", preds.to_str().unwrap(), "--run-id", "demo", "--backend", "local",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = std::fs::read_to_string(&preds).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let p: Value = serde_json::from_str(line).unwrap();
+        let id = p["instance_id"].as_str().unwrap();
+        let expected = p["expected_outcome"].as_str().unwrap();
+        assert_eq!(sb.outcome("demo", "demo-agent", id), expected, "{id}");
+        seen.insert(expected.to_string());
+    }
+    for needed in ["resolved", "unresolved", "patch_apply_failed", "empty_patch"] {
+        assert!(seen.contains(needed), "the demo covers {needed}");
+    }
+    // Instance 3 is the broken PASS_TO_PASS case.
+    let rec = sb.record("demo", "demo-agent", "patchgrade__demo-calc-3");
+    assert!(!rec["grade"]["pass_to_pass"]["failure"].as_array().unwrap().is_empty());
+    assert!(rec["grade"]["fail_to_pass"]["failure"].as_array().unwrap().is_empty());
+
+    // Gold resolves every demo instance.
+    let out = sb.run(&["run", "--dataset", ds.to_str().unwrap(), "--predictions", "gold", "--run-id", "demo-gold", "--backend", "local"]);
+    assert_eq!(out.status.code(), Some(0));
+    let s = sb.summary("gold", "demo-gold");
+    assert_eq!(s["resolved_instances"], 5, "{s}");
+}

@@ -1,0 +1,165 @@
+//! Test harness: drives the real binary against real git repositories made
+//! in the test (git2), real patches and real test runners.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use git2::{Repository, Signature};
+use serde_json::{json, Value};
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_patchgrade"))
+}
+
+pub fn project_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A scratch folder: cwd for the binary, its own cache and mirrors.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        Sandbox { dir: tempfile::tempdir().expect("tempdir") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn cache(&self) -> PathBuf {
+        self.path().join("cache")
+    }
+
+    pub fn mirrors(&self) -> PathBuf {
+        self.path().join("mirrors")
+    }
+
+    /// Run `patchgrade ARGS` in the sandbox with its own cache.
+    pub fn run(&self, args: &[&str]) -> Output {
+        let out = Command::new(bin())
+            .args(args)
+            .current_dir(self.path())
+            .env("PATCHGRADE_CACHE", self.cache())
+            .env_remove("PATCHGRADE_MIRROR_DIR")
+            .output()
+            .expect("run patchgrade");
+        eprintln!(
+            "patchgrade {}\n--- stderr ---\n{}\n--- exit {:?}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr),
+            out.status.code()
+        );
+        out
+    }
+
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// patchgrade.json of one evaluation.
+    pub fn record(&self, run_id: &str, model: &str, id: &str) -> Value {
+        let p = self.path().join("logs/run_evaluation").join(run_id).join(model).join(id).join("patchgrade.json");
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        serde_json::from_str(&text).unwrap()
+    }
+
+    pub fn outcome(&self, run_id: &str, model: &str, id: &str) -> String {
+        self.record(run_id, model, id)["outcome"].as_str().unwrap().to_string()
+    }
+
+    pub fn summary(&self, model: &str, run_id: &str) -> Value {
+        let p = self.path().join(format!("{model}.{run_id}.json"));
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+    }
+}
+
+/// A real git repository in `mirrors/<owner>__<name>` with a commit per call.
+pub struct FixtureRepo {
+    pub repo: Repository,
+    pub name: String,
+}
+
+impl FixtureRepo {
+    pub fn new(sandbox: &Sandbox, name: &str) -> FixtureRepo {
+        let dir = sandbox.mirrors().join(name.replace('/', "__"));
+        let repo = Repository::init(&dir).unwrap();
+        FixtureRepo { repo, name: name.into() }
+    }
+
+    /// Write files (None deletes) and commit; returns the commit id.
+    pub fn commit(&self, files: &[(&str, Option<&[u8]>)], msg: &str) -> String {
+        let root = self.repo.workdir().unwrap().to_owned();
+        let mut idx = self.repo.index().unwrap();
+        for (rel, body) in files {
+            let p = root.join(rel);
+            match body {
+                Some(b) => {
+                    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                    std::fs::write(&p, b).unwrap();
+                    idx.add_path(Path::new(rel)).unwrap();
+                }
+                None => {
+                    let _ = std::fs::remove_file(&p);
+                    idx.remove_path(Path::new(rel)).unwrap();
+                }
+            }
+        }
+        idx.write().unwrap();
+        let tree = self.repo.find_tree(idx.write_tree().unwrap()).unwrap();
+        let sig = Signature::now("t", "t@example.invalid").unwrap();
+        let parent = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        self.repo.commit(Some("HEAD"), &sig, &sig, msg, &tree, &parents).unwrap().to_string()
+    }
+
+    /// A unified diff made by real `git diff` between the worktree edits and
+    /// HEAD; the edits are undone afterwards.
+    pub fn diff_of(&self, files: &[(&str, Option<&[u8]>)], binary: bool) -> String {
+        let root = self.repo.workdir().unwrap().to_owned();
+        for (rel, body) in files {
+            let p = root.join(rel);
+            match body {
+                Some(b) => {
+                    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                    std::fs::write(&p, b).unwrap();
+                }
+                None => std::fs::remove_file(&p).unwrap(),
+            }
+        }
+        let git = |args: &[&str]| {
+            let out = Command::new("git").args(args).current_dir(&root).output().expect("git");
+            assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap()
+        };
+        git(&["add", "-N", "."]);
+        let diff = if binary { git(&["diff", "--binary"]) } else { git(&["diff"]) };
+        git(&["reset", "-q"]);
+        git(&["checkout", "-q", "--", "."]);
+        git(&["clean", "-qfd"]);
+        diff
+    }
+}
+
+/// One dataset row.
+pub fn instance(id: &str, repo: &str, base: &str, patch: &str, test_patch: &str, f2p: &[&str], p2p: &[&str]) -> Value {
+    json!({
+        "instance_id": id, "repo": repo, "base_commit": base, "patch": patch, "test_patch": test_patch,
+        "problem_statement": "fix it", "hints_text": "", "version": "1.0", "environment_setup_commit": base,
+        "FAIL_TO_PASS": serde_json::to_string(f2p).unwrap(), "PASS_TO_PASS": p2p, "created_at": "2024-01-01T00:00:00Z",
+    })
+}
+
+pub fn jsonl(rows: &[Value]) -> String {
+    rows.iter().map(|r| r.to_string() + "\n").collect()
+}
+
+pub fn prediction(id: &str, model: &str, patch: Option<&str>) -> Value {
+    json!({"instance_id": id, "model_name_or_path": model, "model_patch": patch})
+}
