@@ -20,9 +20,15 @@ fn main() {
     for n in &names {
         let abs = std::fs::canonicalize(dir.join(n)).expect("spec path");
         println!("cargo:rerun-if-changed={}", abs.display());
-        writeln!(out, "    ({n:?}, include_str!({:?})),", abs.display().to_string()).unwrap();
+        writeln!(
+            out,
+            "    ({n:?}, include_str!({:?})),",
+            abs.display().to_string()
+        )
+        .unwrap();
     }
     out.push(']');
     let out_dir = std::env::var("OUT_DIR").expect("OUT_DIR");
-    std::fs::write(Path::new(&out_dir).join("builtin_specs.rs"), out).expect("write builtin_specs.rs");
+    std::fs::write(Path::new(&out_dir).join("builtin_specs.rs"), out)
+        .expect("write builtin_specs.rs");
 }

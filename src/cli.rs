@@ -59,7 +59,11 @@ fn infra(e: impl Into<anyhow::Error>) -> CliError {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "patchgrade", version, about = "Grade SWE-bench-style candidate patches by running them")]
+#[command(
+    name = "patchgrade",
+    version,
+    about = "Grade SWE-bench-style candidate patches by running them"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -141,7 +145,10 @@ pub struct RunArgs {
 }
 
 fn default_workers() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(1, 8)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 8)
 }
 
 pub fn default_cache_dir() -> PathBuf {
@@ -181,8 +188,11 @@ impl SourceArgs {
 /// Jobs from predictions, refusing two predictions for the same instance
 /// from the same model (their results would overwrite each other).
 fn jobs(dataset: &Dataset, preds: Vec<Prediction>) -> Result<Vec<Job>, CliError> {
-    let by_id: BTreeMap<&str, Arc<crate::dataset::Instance>> =
-        dataset.instances.iter().map(|i| (i.instance_id.as_str(), Arc::new(i.clone()))).collect();
+    let by_id: BTreeMap<&str, Arc<crate::dataset::Instance>> = dataset
+        .instances
+        .iter()
+        .map(|i| (i.instance_id.as_str(), Arc::new(i.clone())))
+        .collect();
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for p in preds {
@@ -196,18 +206,27 @@ fn jobs(dataset: &Dataset, preds: Vec<Prediction>) -> Result<Vec<Job>, CliError>
                 p.model_name_or_path
             )));
         }
-        out.push(Job { instance: inst.clone(), prediction: p });
+        out.push(Job {
+            instance: inst.clone(),
+            prediction: p,
+        });
     }
     Ok(out)
 }
 
 pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     if args.run_id.trim().is_empty() || args.run_id.contains('/') {
-        return Err(bad(anyhow::anyhow!("--run-id must be non-empty and contain no '/'")));
+        return Err(bad(anyhow::anyhow!(
+            "--run-id must be non-empty and contain no '/'"
+        )));
     }
     let mut dataset = Dataset::load(&args.dataset).map_err(bad)?;
     let preds = load_predictions(&args.predictions, &dataset).map_err(bad)?;
-    let ids: Vec<String> = args.instance_ids.iter().flat_map(|s| s.split_whitespace().map(String::from)).collect();
+    let ids: Vec<String> = args
+        .instance_ids
+        .iter()
+        .flat_map(|s| s.split_whitespace().map(String::from))
+        .collect();
     dataset.filter(&ids).map_err(bad)?;
     let specs = args.sources.spec_set()?;
     let jobs = jobs(&dataset, preds)?;
@@ -215,10 +234,19 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     let cache = args.sources.cache();
     let repos = args.sources.repo_cache(&args.dataset);
     let backend = match args.backend {
-        BackendKind::Local | BackendKind::Auto => Backend::Local(LocalBackend::new(&cache, repos.clone(), !args.no_sandbox)),
-        BackendKind::Docker => return Err(infra(anyhow::anyhow!("the docker backend is not built yet; use --backend local"))),
+        BackendKind::Local | BackendKind::Auto => {
+            Backend::Local(LocalBackend::new(&cache, repos.clone(), !args.no_sandbox))
+        }
+        BackendKind::Docker => {
+            return Err(infra(anyhow::anyhow!(
+                "the docker backend is not built yet; use --backend local"
+            )))
+        }
     };
-    let work = tempfile::Builder::new().prefix("patchgrade-").tempdir().map_err(infra)?;
+    let work = tempfile::Builder::new()
+        .prefix("patchgrade-")
+        .tempdir()
+        .map_err(infra)?;
     let cfg = RunConfig {
         run_id: args.run_id.clone(),
         log_root: args.log_dir.clone(),
@@ -228,7 +256,12 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         force: args.force,
     };
     let backend_name = backend.name().to_string();
-    let runner = Arc::new(Runner { cfg, specs, repos, backend });
+    let runner = Arc::new(Runner {
+        cfg,
+        specs,
+        repos,
+        backend,
+    });
     std::fs::create_dir_all(args.log_dir.join(&args.run_id))
         .with_context(|| format!("cannot create {}", args.log_dir.display()))
         .map_err(infra)?;
@@ -265,9 +298,16 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     }
     let mut summaries = Vec::new();
     for model in &models {
-        let preds: Vec<&Prediction> = jobs.iter().filter(|j| &j.prediction.model_name_or_path == model).map(|j| &j.prediction).collect();
-        let recs: BTreeMap<String, EvalRecord> =
-            records.iter().filter(|((m, _), _)| m == model).map(|((_, id), r)| (id.clone(), r.clone())).collect();
+        let preds: Vec<&Prediction> = jobs
+            .iter()
+            .filter(|j| &j.prediction.model_name_or_path == model)
+            .map(|j| &j.prediction)
+            .collect();
+        let recs: BTreeMap<String, EvalRecord> = records
+            .iter()
+            .filter(|((m, _), _)| m == model)
+            .map(|((_, id), r)| (id.clone(), r.clone()))
+            .collect();
         let extra = SummaryExtra {
             version: VERSION.into(),
             run_id: args.run_id.clone(),
@@ -278,8 +318,12 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
             wall_seconds: started.elapsed().as_secs_f64(),
         };
         let summary = Summary::build(&dataset, &preds, &recs, extra);
-        let path = args.report_dir.join(Summary::file_name(&model_dir(model), &args.run_id));
-        write_json_atomic(&path, &summary).with_context(|| format!("cannot write {}", path.display())).map_err(infra)?;
+        let path = args
+            .report_dir
+            .join(Summary::file_name(&model_dir(model), &args.run_id));
+        write_json_atomic(&path, &summary)
+            .with_context(|| format!("cannot write {}", path.display()))
+            .map_err(infra)?;
         eprintln!("\n{model}:\n{}", summary.table(&recs));
         eprintln!("summary written to {}", path.display());
         summaries.push(summary);
@@ -314,8 +358,10 @@ async fn report_progress(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
                 if tty {
                     let b = indicatif::ProgressBar::new(t as u64);
                     b.set_style(
-                        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} {msg}")
-                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                        indicatif::ProgressStyle::with_template(
+                            "{bar:30} {pos}/{len} {elapsed_precise} {msg}",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
                     );
                     bar = Some(b);
                 }
@@ -333,7 +379,8 @@ async fn report_progress(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
                 match &bar {
                     Some(b) => {
                         b.inc(1);
-                        let msg: Vec<String> = counts.iter().map(|(o, n)| format!("{o} {n}")).collect();
+                        let msg: Vec<String> =
+                            counts.iter().map(|(o, n)| format!("{o} {n}")).collect();
                         b.set_message(msg.join(", "));
                         b.println(line);
                     }

@@ -30,7 +30,10 @@ pub enum InputError {
     #[error("{path}: unsupported extension (expected .jsonl or .json)")]
     Extension { path: PathBuf },
     #[error("{what} not in the dataset: {}", ids.join(", "))]
-    UnknownIds { what: &'static str, ids: Vec<String> },
+    UnknownIds {
+        what: &'static str,
+        ids: Vec<String>,
+    },
     #[error("{path}:{line}: duplicate instance_id {id} (first at line {first})")]
     Duplicate {
         path: PathBuf,
@@ -100,7 +103,9 @@ fn test_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
         Value::Null => Ok(Vec::new()),
         Value::String(s) if s.trim().is_empty() => Ok(Vec::new()),
         Value::String(s) => serde_json::from_str::<Vec<String>>(&s).map_err(|e| {
-            serde::de::Error::custom(format!("test list string is not a JSON list of strings: {e}"))
+            serde::de::Error::custom(format!(
+                "test list string is not a JSON list of strings: {e}"
+            ))
         }),
         v @ Value::Array(_) => serde_json::from_value(v).map_err(serde::de::Error::custom),
         other => Err(serde::de::Error::custom(format!(
@@ -126,7 +131,9 @@ pub struct Prediction {
 
 impl Prediction {
     pub fn is_empty_patch(&self) -> bool {
-        self.model_patch.as_deref().is_none_or(|p| p.trim().is_empty())
+        self.model_patch
+            .as_deref()
+            .is_none_or(|p| p.trim().is_empty())
     }
 
     /// Model name as used in paths: `/` becomes `__`, as in the reference.
@@ -169,20 +176,34 @@ fn read_rows(path: &Path) -> Result<Vec<(usize, Value)>, InputError> {
                 reason: format!("invalid JSON: {e}"),
             })?;
             match v {
-                Value::Array(items) => Ok(items.into_iter().enumerate().map(|(i, v)| (i + 1, v)).collect()),
+                Value::Array(items) => Ok(items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| (i + 1, v))
+                    .collect()),
                 // The SWE-agent `preds.json` shape: only the values are used.
-                Value::Object(map) => Ok(map.into_iter().enumerate().map(|(i, (_, v))| (i + 1, v)).collect()),
+                Value::Object(map) => Ok(map
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (_, v))| (i + 1, v))
+                    .collect()),
                 _ => Err(InputError::File {
                     path: path.to_owned(),
                     reason: "expected a JSON list or object of rows".into(),
                 }),
             }
         }
-        _ => Err(InputError::Extension { path: path.to_owned() }),
+        _ => Err(InputError::Extension {
+            path: path.to_owned(),
+        }),
     }
 }
 
-fn from_row<T: for<'de> Deserialize<'de>>(path: &Path, line: usize, v: Value) -> Result<T, InputError> {
+fn from_row<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    line: usize,
+    v: Value,
+) -> Result<T, InputError> {
     if !v.is_object() {
         return Err(InputError::Row {
             path: path.to_owned(),
@@ -209,7 +230,11 @@ impl Dataset {
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         for (line, v) in read_rows(path)? {
             let inst: Instance = from_row(path, line, v)?;
-            for (field, value) in [("instance_id", &inst.instance_id), ("repo", &inst.repo), ("base_commit", &inst.base_commit)] {
+            for (field, value) in [
+                ("instance_id", &inst.instance_id),
+                ("repo", &inst.repo),
+                ("base_commit", &inst.base_commit),
+            ] {
                 if value.trim().is_empty() {
                     return Err(InputError::Row {
                         path: path.to_owned(),
@@ -248,12 +273,20 @@ impl Dataset {
             return Ok(());
         }
         let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
-        let have: BTreeSet<&str> = self.instances.iter().map(|i| i.instance_id.as_str()).collect();
+        let have: BTreeSet<&str> = self
+            .instances
+            .iter()
+            .map(|i| i.instance_id.as_str())
+            .collect();
         let unknown: Vec<String> = wanted.difference(&have).map(|s| s.to_string()).collect();
         if !unknown.is_empty() {
-            return Err(InputError::UnknownIds { what: "--instance-ids", ids: unknown });
+            return Err(InputError::UnknownIds {
+                what: "--instance-ids",
+                ids: unknown,
+            });
         }
-        self.instances.retain(|i| wanted.contains(i.instance_id.as_str()));
+        self.instances
+            .retain(|i| wanted.contains(i.instance_id.as_str()));
         Ok(())
     }
 }
@@ -263,7 +296,10 @@ pub const GOLD: &str = "gold";
 
 /// Load predictions from files (or `gold`), each row validated; several rows
 /// for one instance are several samples.
-pub fn load_predictions(sources: &[PathBuf], dataset: &Dataset) -> Result<Vec<Prediction>, InputError> {
+pub fn load_predictions(
+    sources: &[PathBuf],
+    dataset: &Dataset,
+) -> Result<Vec<Prediction>, InputError> {
     let mut preds = Vec::new();
     for src in sources {
         if src.as_os_str() == GOLD && !src.exists() {
@@ -295,14 +331,21 @@ pub fn load_predictions(sources: &[PathBuf], dataset: &Dataset) -> Result<Vec<Pr
             preds.push(p);
         }
     }
-    let ids: BTreeSet<&str> = dataset.instances.iter().map(|i| i.instance_id.as_str()).collect();
+    let ids: BTreeSet<&str> = dataset
+        .instances
+        .iter()
+        .map(|i| i.instance_id.as_str())
+        .collect();
     let unknown: BTreeSet<String> = preds
         .iter()
         .filter(|p| !ids.contains(p.instance_id.as_str()))
         .map(|p| p.instance_id.clone())
         .collect();
     if !unknown.is_empty() {
-        return Err(InputError::UnknownIds { what: "predictions", ids: unknown.into_iter().collect() });
+        return Err(InputError::UnknownIds {
+            what: "predictions",
+            ids: unknown.into_iter().collect(),
+        });
     }
     Ok(preds)
 }
@@ -314,7 +357,10 @@ mod tests {
 
     fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
         let p = dir.path().join(name);
-        std::fs::File::create(&p).unwrap().write_all(text.as_bytes()).unwrap();
+        std::fs::File::create(&p)
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
         p
     }
 
@@ -365,7 +411,9 @@ mod tests {
         let c = write(&d, "c.json", &format!("{{\"o__r-1\": {pred}}}"));
         let all = load_predictions(&[a, b, c], &ds).unwrap();
         assert_eq!(all.len(), 3);
-        assert!(all.iter().all(|p| p.is_empty_patch() && p.model_dir() == "m__x"));
+        assert!(all
+            .iter()
+            .all(|p| p.is_empty_patch() && p.model_dir() == "m__x"));
         let bad = write(&d, "bad.jsonl", &pred.replace("o__r-1", "nope-2"));
         let e = load_predictions(&[bad], &ds).unwrap_err().to_string();
         assert!(e.contains("nope-2"), "{e}");
@@ -374,7 +422,12 @@ mod tests {
     #[test]
     fn gold_uses_dataset_patches() {
         let d = tempfile::tempdir().unwrap();
-        let ds = Dataset::load(&write(&d, "ds.jsonl", &ROW.replace("\"patch\":\"\"", "\"patch\":\"diff\""))).unwrap();
+        let ds = Dataset::load(&write(
+            &d,
+            "ds.jsonl",
+            &ROW.replace("\"patch\":\"\"", "\"patch\":\"diff\""),
+        ))
+        .unwrap();
         let preds = load_predictions(&[PathBuf::from("gold")], &ds).unwrap();
         assert_eq!(preds[0].model_patch.as_deref(), Some("diff"));
         assert_eq!(preds[0].model_name_or_path, "gold");
@@ -383,7 +436,11 @@ mod tests {
     #[test]
     fn real_swebench_lite_loads() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/swebench-lite");
-        assert!(root.exists(), "shared/ must sit beside the checkout: {}", root.display());
+        assert!(
+            root.exists(),
+            "shared/ must sit beside the checkout: {}",
+            root.display()
+        );
         let test = Dataset::load(&root.join("test.jsonl")).unwrap();
         let dev = Dataset::load(&root.join("dev.jsonl")).unwrap();
         assert_eq!(test.instances.len() + dev.instances.len(), 323);

@@ -41,7 +41,9 @@ impl std::fmt::Display for Ungradable {
             Ungradable::FatalMarker(m) => write!(f, "log contains {m:?}"),
             Ungradable::MissingMarkers => write!(f, "test output markers missing"),
             Ungradable::SuiteDidNotRun => write!(f, "no test results and no sign the suite ran"),
-            Ungradable::ExitCodeContradicts(c) => write!(f, "tests reported no failure but the runner exited {c}"),
+            Ungradable::ExitCodeContradicts(c) => {
+                write!(f, "tests reported no failure but the runner exited {c}")
+            }
         }
     }
 }
@@ -83,7 +85,9 @@ pub fn logs_eval(parser: LogParser, log: &str) -> Result<StatusMap, Ungradable> 
         return Err(Ungradable::SuiteDidNotRun);
     }
     if let Some(code) = recorded_exit_code(log) {
-        let any_failure = map.values().any(|s| matches!(s, TestStatus::Failed | TestStatus::Error));
+        let any_failure = map
+            .values()
+            .any(|s| matches!(s, TestStatus::Failed | TestStatus::Error));
         if code != 0 && !map.is_empty() && !any_failure {
             return Err(Ungradable::ExitCodeContradicts(code));
         }
@@ -139,7 +143,11 @@ fn lookup(map: &StatusMap, id: &str) -> Option<TestStatus> {
         return Some(*s);
     }
     if id.matches('[').count() > id.matches(']').count() {
-        let matches: Vec<TestStatus> = map.range(id.to_string()..).take_while(|(k, _)| k.starts_with(id)).map(|(_, s)| *s).collect();
+        let matches: Vec<TestStatus> = map
+            .range(id.to_string()..)
+            .take_while(|(k, _)| k.starts_with(id))
+            .map(|(_, s)| *s)
+            .collect();
         let passes = |s: &TestStatus| matches!(s, TestStatus::Passed | TestStatus::Xfail);
         if let Some(first) = matches.first() {
             if matches.iter().all(|s| passes(s) == passes(first)) {
@@ -168,7 +176,9 @@ pub fn grade(map: &StatusMap, fail_to_pass: &[String], pass_to_pass: &[String]) 
     let mut p2p = Split::default();
     for id in pass_to_pass {
         match lookup(map, id) {
-            Some(TestStatus::Passed | TestStatus::Xfail | TestStatus::Skipped) => p2p.success.push(id.clone()),
+            Some(TestStatus::Passed | TestStatus::Xfail | TestStatus::Skipped) => {
+                p2p.success.push(id.clone())
+            }
             status => {
                 if status.is_none() {
                     unmatched.push(id.clone());
@@ -185,7 +195,12 @@ pub fn grade(map: &StatusMap, fail_to_pass: &[String], pass_to_pass: &[String]) 
     } else {
         Resolution::No
     };
-    Grade { fail_to_pass: f2p, pass_to_pass: p2p, resolution, unmatched }
+    Grade {
+        fail_to_pass: f2p,
+        pass_to_pass: p2p,
+        resolution,
+        unmatched,
+    }
 }
 
 #[cfg(test)]
@@ -204,9 +219,18 @@ mod tests {
     fn full_partial_no() {
         use TestStatus::*;
         let m = map(&[("a", Passed), ("b", Failed), ("c", Passed), ("s", Skipped)]);
-        assert_eq!(grade(&m, &ids(&["a"]), &ids(&["c", "s"])).resolution, Resolution::Full);
-        assert_eq!(grade(&m, &ids(&["a", "b"]), &ids(&["c"])).resolution, Resolution::Partial);
-        assert_eq!(grade(&m, &ids(&["a"]), &ids(&["b"])).resolution, Resolution::No);
+        assert_eq!(
+            grade(&m, &ids(&["a"]), &ids(&["c", "s"])).resolution,
+            Resolution::Full
+        );
+        assert_eq!(
+            grade(&m, &ids(&["a", "b"]), &ids(&["c"])).resolution,
+            Resolution::Partial
+        );
+        assert_eq!(
+            grade(&m, &ids(&["a"]), &ids(&["b"])).resolution,
+            Resolution::No
+        );
         // W5: a skipped FAIL_TO_PASS test is a failure, not silently dropped.
         let g = grade(&m, &ids(&["s"]), &[]);
         assert_eq!(g.resolution, Resolution::No);
@@ -216,7 +240,11 @@ mod tests {
 
     #[test]
     fn missing_ids_fail_and_are_reported_unmatched() {
-        let g = grade(&map(&[("a", TestStatus::Passed)]), &ids(&["a", "zz"]), &ids(&["yy"]));
+        let g = grade(
+            &map(&[("a", TestStatus::Passed)]),
+            &ids(&["a", "zz"]),
+            &ids(&["yy"]),
+        );
         assert_eq!(g.unmatched, ids(&["zz", "yy"]));
         assert_eq!(g.resolution, Resolution::No);
     }
@@ -224,7 +252,12 @@ mod tests {
     #[test]
     fn truncated_ids_prefix_match_only_when_agreeing() {
         use TestStatus::*;
-        let m = map(&[("t[a b]", Passed), ("t[a c]", Passed), ("u[x y]", Passed), ("u[x z]", Failed)]);
+        let m = map(&[
+            ("t[a b]", Passed),
+            ("t[a c]", Passed),
+            ("u[x y]", Passed),
+            ("u[x z]", Failed),
+        ]);
         let g = grade(&m, &ids(&["t[a", "u[x"]), &[]);
         assert_eq!(g.fail_to_pass.success, ids(&["t[a"]));
         assert_eq!(g.fail_to_pass.failure, ids(&["u[x"]));
@@ -238,11 +271,23 @@ mod tests {
     fn exit_code_cross_check_and_suite_ran() {
         let passing = "PASSED t.py::a";
         assert!(logs_eval(LogParser::Pytest, &log(passing, 0)).is_ok());
-        assert_eq!(logs_eval(LogParser::Pytest, &log(passing, 1)), Err(Ungradable::ExitCodeContradicts(1)));
+        assert_eq!(
+            logs_eval(LogParser::Pytest, &log(passing, 1)),
+            Err(Ungradable::ExitCodeContradicts(1))
+        );
         assert!(logs_eval(LogParser::Pytest, &log("FAILED t.py::a - x", 1)).is_ok());
-        assert_eq!(logs_eval(LogParser::Pytest, &log("nothing here", 2)), Err(Ungradable::SuiteDidNotRun));
-        assert_eq!(logs_eval(LogParser::Pytest, "PASSED t.py::a"), Err(Ungradable::MissingMarkers));
+        assert_eq!(
+            logs_eval(LogParser::Pytest, &log("nothing here", 2)),
+            Err(Ungradable::SuiteDidNotRun)
+        );
+        assert_eq!(
+            logs_eval(LogParser::Pytest, "PASSED t.py::a"),
+            Err(Ungradable::MissingMarkers)
+        );
         let fatal = format!("{}\n>>>>> Tests Timed Out\n", log(passing, 0));
-        assert!(matches!(logs_eval(LogParser::Pytest, &fatal), Err(Ungradable::FatalMarker(_))));
+        assert!(matches!(
+            logs_eval(LogParser::Pytest, &fatal),
+            Err(Ungradable::FatalMarker(_))
+        ));
     }
 }

@@ -20,19 +20,35 @@ pub enum RepoError {
     #[error("failed to clone {url}: {source} (use --mirror-dir to point at local clones)")]
     Clone { url: String, source: git2::Error },
     #[error("commit {commit} not found in the mirror of {repo} ({mirror})")]
-    CommitNotFound { repo: String, commit: String, mirror: PathBuf },
+    CommitNotFound {
+        repo: String,
+        commit: String,
+        mirror: PathBuf,
+    },
     #[error("failed to import {source_file}: {reason}")]
-    Import { source_file: PathBuf, reason: String },
+    Import {
+        source_file: PathBuf,
+        reason: String,
+    },
     #[error("io error at {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 fn git_err(repo: &str) -> impl Fn(git2::Error) -> RepoError + '_ {
-    move |source| RepoError::Git { repo: repo.to_string(), source }
+    move |source| RepoError::Git {
+        repo: repo.to_string(),
+        source,
+    }
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> RepoError + '_ {
-    move |source| RepoError::Io { path: path.to_owned(), source }
+    move |source| RepoError::Io {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// Where repositories come from and where their mirrors live.
@@ -60,7 +76,10 @@ pub struct RepoCache {
 
 impl RepoCache {
     pub fn new(sources: RepoSources) -> RepoCache {
-        RepoCache { sources, locks: Arc::default() }
+        RepoCache {
+            sources,
+            locks: Arc::default(),
+        }
     }
 
     fn lock_for(&self, repo: &str) -> Arc<Mutex<()>> {
@@ -69,7 +88,9 @@ impl RepoCache {
     }
 
     pub fn mirror_path(&self, repo: &str) -> PathBuf {
-        self.sources.cache.join(format!("{}.git", repo.replace('/', "__")))
+        self.sources
+            .cache
+            .join(format!("{}.git", repo.replace('/', "__")))
     }
 
     /// The mirror for `repo`, created or refreshed so that `commits` exist.
@@ -93,7 +114,13 @@ impl RepoCache {
             .map_err(io_err(&self.sources.cache))?;
         let staging = tmp.path().join("m.git");
         let key = repo.replace('/', "__");
-        if let Some(fi) = self.sources.export_dirs.iter().map(|d| d.join(format!("{key}.fi"))).find(|p| p.is_file()) {
+        if let Some(fi) = self
+            .sources
+            .export_dirs
+            .iter()
+            .map(|d| d.join(format!("{key}.fi")))
+            .find(|p| p.is_file())
+        {
             import_fast_export(&fi, &staging)?;
         } else {
             let r = Repository::init_bare(&staging).map_err(git_err(repo))?;
@@ -107,21 +134,33 @@ impl RepoCache {
     fn local_source(&self, repo: &str) -> Option<PathBuf> {
         let key = repo.replace('/', "__");
         let dir = self.sources.mirror_dir.as_ref()?;
-        [dir.join(format!("{key}.git")), dir.join(&key)].into_iter().find(|p| p.exists())
+        [dir.join(format!("{key}.git")), dir.join(&key)]
+            .into_iter()
+            .find(|p| p.exists())
     }
 
     fn fetch_into(&self, repo: &str, r: &Repository) -> Result<(), RepoError> {
         let url = match self.local_source(repo) {
-            Some(p) => std::fs::canonicalize(&p).map_err(io_err(&p))?.display().to_string(),
+            Some(p) => std::fs::canonicalize(&p)
+                .map_err(io_err(&p))?
+                .display()
+                .to_string(),
             None => self.sources.url_template.replace("{repo}", repo),
         };
         let mut remote = r.remote_anonymous(&url).map_err(git_err(repo))?;
         // Branches and tags only: remote-tracking refs of a non-bare source
         // are under refs/remotes and carry the same commits.
-        let refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", "+refs/remotes/*:refs/remotes/*"];
+        let refspecs = [
+            "+refs/heads/*:refs/heads/*",
+            "+refs/tags/*:refs/tags/*",
+            "+refs/remotes/*:refs/remotes/*",
+        ];
         remote
             .fetch(&refspecs, None, None)
-            .map_err(|source| RepoError::Clone { url: url.clone(), source })?;
+            .map_err(|source| RepoError::Clone {
+                url: url.clone(),
+                source,
+            })?;
         Ok(())
     }
 
@@ -143,19 +182,33 @@ impl RepoCache {
         let fresh = Repository::init(dest).map_err(git_err(repo))?;
         copy_tree(&mirror, &fresh, tree.id()).map_err(git_err(repo))?;
         // Fixed identity and time: the checkout is the same bytes every time.
-        let sig = Signature::new("patchgrade", "patchgrade@localhost", &Time::new(0, 0)).map_err(git_err(repo))?;
+        let sig = Signature::new("patchgrade", "patchgrade@localhost", &Time::new(0, 0))
+            .map_err(git_err(repo))?;
         let fresh_tree = fresh.find_tree(tree.id()).map_err(git_err(repo))?;
         let head = fresh
-            .commit(Some("HEAD"), &sig, &sig, "patchgrade base tree", &fresh_tree, &[])
+            .commit(
+                Some("HEAD"),
+                &sig,
+                &sig,
+                "patchgrade base tree",
+                &fresh_tree,
+                &[],
+            )
             .map_err(git_err(repo))?;
         let mut co = git2::build::CheckoutBuilder::new();
         co.force();
         fresh.checkout_head(Some(&mut co)).map_err(git_err(repo))?;
         let mut cfg = fresh.config().map_err(git_err(repo))?;
-        for (k, v) in [("user.name", "patchgrade"), ("user.email", "patchgrade@localhost")] {
+        for (k, v) in [
+            ("user.name", "patchgrade"),
+            ("user.email", "patchgrade@localhost"),
+        ] {
             cfg.set_str(k, v).map_err(git_err(repo))?;
         }
-        Ok(Checkout { path: dest.to_owned(), head: head.to_string() })
+        Ok(Checkout {
+            path: dest.to_owned(),
+            head: head.to_string(),
+        })
     }
 }
 
@@ -170,7 +223,12 @@ pub struct Checkout {
 fn missing(r: &Repository, commits: &[&str]) -> Vec<String> {
     commits
         .iter()
-        .filter(|c| Oid::from_str(c).ok().and_then(|o| r.find_commit(o).ok()).is_none())
+        .filter(|c| {
+            Oid::from_str(c)
+                .ok()
+                .and_then(|o| r.find_commit(o).ok())
+                .is_none()
+        })
         .map(|c| c.to_string())
         .collect()
 }
@@ -202,7 +260,10 @@ fn copy_tree(from: &Repository, to: &Repository, tree: Oid) -> Result<(), git2::
 /// Turn a `git fast-export` stream into a bare repository with git's own
 /// importer (libgit2 has none).
 fn import_fast_export(file: &Path, dest: &Path) -> Result<(), RepoError> {
-    let err = |reason: String| RepoError::Import { source_file: file.to_owned(), reason };
+    let err = |reason: String| RepoError::Import {
+        source_file: file.to_owned(),
+        reason,
+    };
     Repository::init_bare(dest).map_err(|e| err(e.to_string()))?;
     let input = std::fs::File::open(file).map_err(|e| err(e.to_string()))?;
     let out = Command::new("git")
@@ -229,7 +290,8 @@ mod tests {
         idx.write().unwrap();
         let tree = r.find_tree(idx.write_tree().unwrap()).unwrap();
         let sig = Signature::now("t", "t@t").unwrap();
-        r.commit(Some("HEAD"), &sig, &sig, name, &tree, parents).unwrap()
+        r.commit(Some("HEAD"), &sig, &sig, name, &tree, parents)
+            .unwrap()
     }
 
     #[test]
@@ -247,8 +309,13 @@ mod tests {
             url_template: DEFAULT_URL_TEMPLATE.into(),
         });
         cache.ensure("o/r", &[&c1.to_string()]).unwrap();
-        let co = cache.checkout("o/r", &c1.to_string(), &d.path().join("tree")).unwrap();
-        assert_eq!(std::fs::read_to_string(co.path.join("a.txt")).unwrap(), "one\n");
+        let co = cache
+            .checkout("o/r", &c1.to_string(), &d.path().join("tree"))
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(co.path.join("a.txt")).unwrap(),
+            "one\n"
+        );
         assert!(!co.path.join("b.txt").exists());
         let r = Repository::open(&co.path).unwrap();
         let mut walk = r.revwalk().unwrap();
@@ -258,7 +325,13 @@ mod tests {
         assert!(r.find_commit(c2).is_err());
         assert!(r.find_commit(c1).is_err());
         assert_eq!(r.references().unwrap().count(), 1);
-        let err = cache.checkout("o/r", "deadbeefdeadbeefdeadbeefdeadbeefdeadbeef", &d.path().join("t2")).unwrap_err();
+        let err = cache
+            .checkout(
+                "o/r",
+                "deadbeefdeadbeefdeadbeefdeadbeefdeadbeef",
+                &d.path().join("t2"),
+            )
+            .unwrap_err();
         assert!(matches!(err, RepoError::CommitNotFound { .. }), "{err}");
     }
 }

@@ -38,7 +38,10 @@ pub fn instance_report(record: &EvalRecord, patch_is_none: bool) -> Value {
     entry.insert("patch_exists".into(), json!(!patch_is_none));
     let gradable = record.grade.is_some();
     entry.insert("patch_successfully_applied".into(), json!(gradable));
-    entry.insert("resolved".into(), json!(record.outcome == Outcome::Resolved));
+    entry.insert(
+        "resolved".into(),
+        json!(record.outcome == Outcome::Resolved),
+    );
     if let Some(g) = &record.grade {
         let empty = Split::default();
         entry.insert(
@@ -51,7 +54,10 @@ pub fn instance_report(record: &EvalRecord, patch_is_none: bool) -> Value {
             }),
         );
     }
-    entry.insert("patchgrade".into(), serde_json::to_value(record).expect("record serialises"));
+    entry.insert(
+        "patchgrade".into(),
+        serde_json::to_value(record).expect("record serialises"),
+    );
     json!({ record.instance_id.clone(): entry })
 }
 
@@ -132,7 +138,11 @@ impl Summary {
             match records.get(id) {
                 Some(r) => {
                     *s.patchgrade.outcomes.entry(r.outcome).or_default() += 1;
-                    s.patchgrade.ids_by_outcome.entry(r.outcome).or_default().push(id.clone());
+                    s.patchgrade
+                        .ids_by_outcome
+                        .entry(r.outcome)
+                        .or_default()
+                        .push(id.clone());
                     // Ids land in the reference's lists as the reference puts them.
                     match r.outcome {
                         Outcome::EmptyPatch => s.empty_patch_ids.push(id.clone()),
@@ -177,11 +187,23 @@ impl Summary {
     pub fn table(&self, records: &BTreeMap<String, EvalRecord>) -> String {
         let mut out = String::new();
         let width = records.keys().map(String::len).max().unwrap_or(8).max(8);
-        out.push_str(&format!("{:<width$}  {:<24}  detail\n", "instance", "outcome"));
+        out.push_str(&format!(
+            "{:<width$}  {:<24}  detail\n",
+            "instance", "outcome"
+        ));
         for (id, r) in records {
             let detail = r.detail.as_deref().unwrap_or("");
-            let detail: String = detail.lines().next().unwrap_or("").chars().take(100).collect();
-            out.push_str(&format!("{id:<width$}  {:<24}  {detail}\n", r.outcome.name()));
+            let detail: String = detail
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(100)
+                .collect();
+            out.push_str(&format!(
+                "{id:<width$}  {:<24}  {detail}\n",
+                r.outcome.name()
+            ));
         }
         out.push_str(&format!(
             "\n{} instances, {} submitted: {} resolved, {} unresolved, {} empty patch, {} errors",
@@ -196,7 +218,13 @@ impl Summary {
             .patchgrade
             .outcomes
             .iter()
-            .filter(|(o, n)| **n > 0 && !matches!(o, Outcome::Resolved | Outcome::Unresolved | Outcome::EmptyPatch))
+            .filter(|(o, n)| {
+                **n > 0
+                    && !matches!(
+                        o,
+                        Outcome::Resolved | Outcome::Unresolved | Outcome::EmptyPatch
+                    )
+            })
             .map(|(o, n)| format!("{n} {o}"))
             .collect();
         if !errs.is_empty() {

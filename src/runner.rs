@@ -30,12 +30,25 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// What the runner tells its reporters.
 #[derive(Debug, Clone)]
 pub enum RunEvent {
-    Started { total: usize, workers: usize },
-    InstanceStarted { instance_id: String, model: String },
-    InstanceFinished { record: Box<EvalRecord>, reused: bool },
+    Started {
+        total: usize,
+        workers: usize,
+    },
+    InstanceStarted {
+        instance_id: String,
+        model: String,
+    },
+    InstanceFinished {
+        record: Box<EvalRecord>,
+        reused: bool,
+    },
     /// An evaluation stopped by an interrupt; nothing was recorded for it.
-    InstanceCancelled { instance_id: String },
-    Finished { elapsed: Duration },
+    InstanceCancelled {
+        instance_id: String,
+    },
+    Finished {
+        elapsed: Duration,
+    },
 }
 
 /// Settings of one run.
@@ -59,7 +72,10 @@ pub struct Job {
 
 impl Job {
     pub fn log_dir(&self, cfg: &RunConfig) -> PathBuf {
-        cfg.log_root.join(&cfg.run_id).join(self.prediction.model_dir()).join(&self.instance.instance_id)
+        cfg.log_root
+            .join(&cfg.run_id)
+            .join(self.prediction.model_dir())
+            .join(&self.instance.instance_id)
     }
 }
 
@@ -98,8 +114,11 @@ struct InstanceLog(String);
 
 impl InstanceLog {
     fn line(&mut self, msg: impl AsRef<str>) {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        self.0.push_str(&format!("[{:.3}] {}\n", t.as_secs_f64(), msg.as_ref()));
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        self.0
+            .push_str(&format!("[{:.3}] {}\n", t.as_secs_f64(), msg.as_ref()));
     }
 }
 
@@ -123,18 +142,27 @@ impl Runner {
     ) -> BTreeMap<(String, String), EvalRecord> {
         let started = Instant::now();
         let workers = self.cfg.max_workers.max(1);
-        let _ = events.send(RunEvent::Started { total: jobs.len(), workers });
+        let _ = events.send(RunEvent::Started {
+            total: jobs.len(),
+            workers,
+        });
         let sem = Arc::new(Semaphore::new(workers));
         let mut set = tokio::task::JoinSet::new();
         for job in jobs {
-            let (this, sem, events, cancel) = (self.clone(), sem.clone(), events.clone(), cancel.clone());
+            let (this, sem, events, cancel) =
+                (self.clone(), sem.clone(), events.clone(), cancel.clone());
             set.spawn(async move {
                 let _permit = sem.acquire_owned().await.ok()?;
                 if *cancel.borrow() {
                     return None;
                 }
-                let key = (job.prediction.model_name_or_path.clone(), job.instance.instance_id.clone());
-                this.evaluate_with_retry(job, &events, cancel).await.map(|r| (key, r))
+                let key = (
+                    job.prediction.model_name_or_path.clone(),
+                    job.instance.instance_id.clone(),
+                );
+                this.evaluate_with_retry(job, &events, cancel)
+                    .await
+                    .map(|r| (key, r))
             });
         }
         let mut records = BTreeMap::new();
@@ -147,35 +175,61 @@ impl Runner {
                 Err(e) => tracing::error!("an evaluation task failed: {e}"),
             }
         }
-        let _ = events.send(RunEvent::Finished { elapsed: started.elapsed() });
+        let _ = events.send(RunEvent::Finished {
+            elapsed: started.elapsed(),
+        });
         records
     }
 
-    async fn evaluate_with_retry(&self, job: Job, events: &mpsc::UnboundedSender<RunEvent>, cancel: watch::Receiver<bool>) -> Option<EvalRecord> {
+    async fn evaluate_with_retry(
+        &self,
+        job: Job,
+        events: &mpsc::UnboundedSender<RunEvent>,
+        cancel: watch::Receiver<bool>,
+    ) -> Option<EvalRecord> {
         let id = job.instance.instance_id.clone();
         let log_dir = job.log_dir(&self.cfg);
         if let Some(prev) = self.reusable(&job, &log_dir) {
-            let _ = events.send(RunEvent::InstanceFinished { record: Box::new(prev.clone()), reused: true });
+            let _ = events.send(RunEvent::InstanceFinished {
+                record: Box::new(prev.clone()),
+                reused: true,
+            });
             return Some(prev);
         }
-        let _ = events.send(RunEvent::InstanceStarted { instance_id: id.clone(), model: job.prediction.model_name_or_path.clone() });
+        let _ = events.send(RunEvent::InstanceStarted {
+            instance_id: id.clone(),
+            model: job.prediction.model_name_or_path.clone(),
+        });
         let mut attempt = 0;
         loop {
             attempt += 1;
             let result = self.evaluate(&job, &log_dir, cancel.clone()).await;
             match result {
-                Evaluated::Done(record, log) if record.outcome == Outcome::InfraError && attempt == 1 && !*cancel.borrow() => {
+                Evaluated::Done(record, log)
+                    if record.outcome == Outcome::InfraError
+                        && attempt == 1
+                        && !*cancel.borrow() =>
+                {
                     // Infra errors are often transient (a busy daemon, a full
                     // disk freed since): one retry before recording.
-                    tracing::warn!("{id}: infra error, retrying once: {}", record.detail.as_deref().unwrap_or(""));
+                    tracing::warn!(
+                        "{id}: infra error, retrying once: {}",
+                        record.detail.as_deref().unwrap_or("")
+                    );
                     drop(log);
                     continue;
                 }
                 Evaluated::Done(record, log) => {
                     if let Err(e) = self.persist(&job, &log_dir, &record, &log) {
-                        tracing::error!("{id}: failed to write its results to {}: {e}", log_dir.display());
+                        tracing::error!(
+                            "{id}: failed to write its results to {}: {e}",
+                            log_dir.display()
+                        );
                     }
-                    let _ = events.send(RunEvent::InstanceFinished { record: Box::new(record.clone()), reused: false });
+                    let _ = events.send(RunEvent::InstanceFinished {
+                        record: Box::new(record.clone()),
+                        reused: false,
+                    });
                     return Some(record);
                 }
                 Evaluated::Cancelled => {
@@ -194,22 +248,45 @@ impl Runner {
         let text = std::fs::read_to_string(log_dir.join("patchgrade.json")).ok()?;
         let prev: EvalRecord = serde_json::from_str(&text).ok()?;
         let (patch_sha, spec_hash) = self.inputs(job);
-        let key = cache_key(job, patch_sha.as_deref(), spec_hash.as_deref(), self.backend.name());
+        let key = cache_key(
+            job,
+            patch_sha.as_deref(),
+            spec_hash.as_deref(),
+            self.backend.name(),
+        );
         (prev.cache_key == key && prev.outcome.is_final()).then_some(prev)
     }
 
     fn inputs(&self, job: &Job) -> (Option<String>, Option<String>) {
-        let patch_sha = job.prediction.model_patch.as_deref().filter(|p| !p.trim().is_empty()).map(|p| hex(&Sha256::digest(p.as_bytes())));
-        let spec_hash = self.specs.lookup(&job.instance.repo, &job.instance.version).ok().map(|s| s.spec.hash());
+        let patch_sha = job
+            .prediction
+            .model_patch
+            .as_deref()
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| hex(&Sha256::digest(p.as_bytes())));
+        let spec_hash = self
+            .specs
+            .lookup(&job.instance.repo, &job.instance.version)
+            .ok()
+            .map(|s| s.spec.hash());
         (patch_sha, spec_hash)
     }
 
-    fn persist(&self, job: &Job, log_dir: &Path, record: &EvalRecord, log: &InstanceLog) -> std::io::Result<()> {
+    fn persist(
+        &self,
+        job: &Job,
+        log_dir: &Path,
+        record: &EvalRecord,
+        log: &InstanceLog,
+    ) -> std::io::Result<()> {
         std::fs::create_dir_all(log_dir)?;
         write_atomic(&log_dir.join("run_instance.log"), log.0.as_bytes())?;
         let report = log_dir.join("report.json");
         if record.outcome.has_reference_report() {
-            write_json_atomic(&report, &instance_report(record, job.prediction.model_patch.is_none()))?;
+            write_json_atomic(
+                &report,
+                &instance_report(record, job.prediction.model_patch.is_none()),
+            )?;
         } else if report.exists() {
             // A stale report from other inputs would be read as this result.
             std::fs::remove_file(&report)?;
@@ -218,7 +295,12 @@ impl Runner {
         write_json_atomic(&log_dir.join("patchgrade.json"), record)
     }
 
-    async fn evaluate(&self, job: &Job, log_dir: &Path, cancel: watch::Receiver<bool>) -> Evaluated {
+    async fn evaluate(
+        &self,
+        job: &Job,
+        log_dir: &Path,
+        cancel: watch::Receiver<bool>,
+    ) -> Evaluated {
         let t0 = Instant::now();
         let inst = &job.instance;
         let mut log = InstanceLog::default();
@@ -229,7 +311,12 @@ impl Runner {
             model_name_or_path: job.prediction.model_name_or_path.clone(),
             outcome: Outcome::InfraError,
             detail: None,
-            cache_key: cache_key(job, patch_sha.as_deref(), spec_hash.as_deref(), self.backend.name()),
+            cache_key: cache_key(
+                job,
+                patch_sha.as_deref(),
+                spec_hash.as_deref(),
+                self.backend.name(),
+            ),
             patch_sha256: patch_sha,
             spec_hash,
             apply_strategy: None,
@@ -241,35 +328,77 @@ impl Runner {
             timings: Timings::default(),
             patchgrade_version: VERSION.into(),
         };
-        let finish = |mut record: EvalRecord, outcome: Outcome, detail: Option<String>, mut log: InstanceLog, mut timings: Timings| {
+        let finish = |mut record: EvalRecord,
+                      outcome: Outcome,
+                      detail: Option<String>,
+                      mut log: InstanceLog,
+                      mut timings: Timings| {
             record.outcome = outcome;
             record.detail = detail;
             timings.total = t0.elapsed().as_secs_f64();
             record.timings = timings;
-            log.line(format!("outcome: {outcome}{}", record.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()));
+            log.line(format!(
+                "outcome: {outcome}{}",
+                record
+                    .detail
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            ));
             Evaluated::Done(record, log)
         };
-        log.line(format!("evaluating {} for {}", inst.instance_id, job.prediction.model_name_or_path));
+        log.line(format!(
+            "evaluating {} for {}",
+            inst.instance_id, job.prediction.model_name_or_path
+        ));
 
         if job.prediction.is_empty_patch() {
             return finish(record, Outcome::EmptyPatch, None, log, timings);
         }
         let raw_patch = job.prediction.model_patch.clone().unwrap_or_default();
-        if let Err(e) = std::fs::create_dir_all(log_dir).and_then(|_| write_atomic(&log_dir.join("patch.diff"), raw_patch.as_bytes())) {
-            return finish(record, Outcome::InfraError, Some(format!("cannot write {}: {e}", log_dir.display())), log, timings);
+        if let Err(e) = std::fs::create_dir_all(log_dir)
+            .and_then(|_| write_atomic(&log_dir.join("patch.diff"), raw_patch.as_bytes()))
+        {
+            return finish(
+                record,
+                Outcome::InfraError,
+                Some(format!("cannot write {}: {e}", log_dir.display())),
+                log,
+                timings,
+            );
         }
         let rs = match self.specs.lookup(&inst.repo, &inst.version) {
             Ok(rs) => rs.clone(),
-            Err(e) => return finish(record, Outcome::EnvironmentBuildFailed, Some(e.to_string()), log, timings),
+            Err(e) => {
+                return finish(
+                    record,
+                    Outcome::EnvironmentBuildFailed,
+                    Some(e.to_string()),
+                    log,
+                    timings,
+                )
+            }
         };
-        log.line(format!("spec {} version {} ({}), hash {}", inst.repo, rs.version_key, rs.source.display(), rs.spec.hash()));
+        log.line(format!(
+            "spec {} version {} ({}), hash {}",
+            inst.repo,
+            rs.version_key,
+            rs.source.display(),
+            rs.spec.hash()
+        ));
 
         // Candidate patch: parse and refuse unsafe paths before any checkout.
         let candidate = match Patch::parse(&raw_patch).and_then(|p| p.check_safe().map(|_| p)) {
             Ok(p) => p,
             Err(e) => {
                 log.line(format!(">>>>> Patch Apply Failed: {e}"));
-                return finish(record, Outcome::PatchApplyFailed, Some(e.to_string()), log, timings);
+                return finish(
+                    record,
+                    Outcome::PatchApplyFailed,
+                    Some(e.to_string()),
+                    log,
+                    timings,
+                );
             }
         };
         let test_changes = if inst.test_patch.trim().is_empty() {
@@ -277,18 +406,48 @@ impl Runner {
         } else {
             match Patch::parse(&inst.test_patch) {
                 Ok(p) => p.files,
-                Err(e) => return finish(record, Outcome::EnvironmentBuildFailed, Some(format!("the instance's test_patch is unusable: {e}")), log, timings),
+                Err(e) => {
+                    return finish(
+                        record,
+                        Outcome::EnvironmentBuildFailed,
+                        Some(format!("the instance's test_patch is unusable: {e}")),
+                        log,
+                        timings,
+                    )
+                }
             }
         };
 
         // Checkout of the base tree into a fresh workspace.
         let t = Instant::now();
-        let ws_root = match tempfile::Builder::new().prefix(&format!("{}-", inst.instance_id)).tempdir_in(&self.cfg.work_root) {
+        let ws_root = match tempfile::Builder::new()
+            .prefix(&format!("{}-", inst.instance_id))
+            .tempdir_in(&self.cfg.work_root)
+        {
             Ok(d) => d,
-            Err(e) => return finish(record, Outcome::InfraError, Some(format!("cannot create a workspace in {}: {e}", self.cfg.work_root.display())), log, timings),
+            Err(e) => {
+                return finish(
+                    record,
+                    Outcome::InfraError,
+                    Some(format!(
+                        "cannot create a workspace in {}: {e}",
+                        self.cfg.work_root.display()
+                    )),
+                    log,
+                    timings,
+                )
+            }
         };
-        let ws = Workspace { root: ws_root.path().to_owned(), tree: ws_root.path().join("testbed") };
-        let (repos, repo, commit, tree) = (self.repos.clone(), inst.repo.clone(), inst.base_commit.clone(), ws.tree.clone());
+        let ws = Workspace {
+            root: ws_root.path().to_owned(),
+            tree: ws_root.path().join("testbed"),
+        };
+        let (repos, repo, commit, tree) = (
+            self.repos.clone(),
+            inst.repo.clone(),
+            inst.base_commit.clone(),
+            ws.tree.clone(),
+        );
         let checkout = tokio::task::spawn_blocking(move || {
             repos.ensure(&repo, &[&commit])?;
             repos.checkout(&repo, &commit, &tree)
@@ -296,29 +455,65 @@ impl Runner {
         .await;
         match checkout {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => return finish(record, Outcome::InfraError, Some(e.to_string()), log, timings),
-            Err(e) => return finish(record, Outcome::InfraError, Some(format!("checkout task: {e}")), log, timings),
+            Ok(Err(e)) => {
+                return finish(
+                    record,
+                    Outcome::InfraError,
+                    Some(e.to_string()),
+                    log,
+                    timings,
+                )
+            }
+            Err(e) => {
+                return finish(
+                    record,
+                    Outcome::InfraError,
+                    Some(format!("checkout task: {e}")),
+                    log,
+                    timings,
+                )
+            }
         }
         timings.checkout = t.elapsed().as_secs_f64();
-        log.line(format!("checked out {}@{} in {:.2}s", inst.repo, inst.base_commit, timings.checkout));
+        log.line(format!(
+            "checked out {}@{} in {:.2}s",
+            inst.repo, inst.base_commit, timings.checkout
+        ));
 
         // Environment (cached per spec) and per-workspace setup.
         let t = Instant::now();
         let env = match self.backend.prepare_env(&rs, inst, log_dir).await {
             Ok(env) => env,
-            Err(e) => return finish(record, Outcome::EnvironmentBuildFailed, Some(e.to_string()), log, timings),
+            Err(e) => {
+                return finish(
+                    record,
+                    Outcome::EnvironmentBuildFailed,
+                    Some(e.to_string()),
+                    log,
+                    timings,
+                )
+            }
         };
         record.environment = Some(env.describe());
         let activate = match self.backend.prepare_workspace(&env, &rs, &ws).await {
             Ok(a) => a,
-            Err(e) => return finish(record, Outcome::EnvironmentBuildFailed, Some(e.to_string()), log, timings),
+            Err(e) => {
+                return finish(
+                    record,
+                    Outcome::EnvironmentBuildFailed,
+                    Some(e.to_string()),
+                    log,
+                    timings,
+                )
+            }
         };
         timings.env = t.elapsed().as_secs_f64();
 
         // Apply the candidate on the host tree.
         let t = Instant::now();
         let tree = ws.tree.clone();
-        let applied = tokio::task::spawn_blocking(move || crate::patch::apply(&tree, &candidate)).await;
+        let applied =
+            tokio::task::spawn_blocking(move || crate::patch::apply(&tree, &candidate)).await;
         timings.apply = t.elapsed().as_secs_f64();
         match applied {
             Ok(Ok(strategy)) => {
@@ -327,28 +522,60 @@ impl Runner {
             }
             Ok(Err(e)) => {
                 log.line(format!(">>>>> Patch Apply Failed: {e}"));
-                return finish(record, Outcome::PatchApplyFailed, Some(e.to_string()), log, timings);
+                return finish(
+                    record,
+                    Outcome::PatchApplyFailed,
+                    Some(e.to_string()),
+                    log,
+                    timings,
+                );
             }
-            Err(e) => return finish(record, Outcome::InfraError, Some(format!("apply task: {e}")), log, timings),
+            Err(e) => {
+                return finish(
+                    record,
+                    Outcome::InfraError,
+                    Some(format!("apply task: {e}")),
+                    log,
+                    timings,
+                )
+            }
         }
 
         let script = EvalScript {
             testbed: &self.backend.testbed(&ws),
             activate,
             spec: &rs.spec,
-            reinstall: true,
+            install: rs.spec.eval_install(),
             test_patch: &inst.test_patch,
             test_changes: &test_changes,
         }
         .render();
         if let Err(e) = write_atomic(&log_dir.join("eval.sh"), script.as_bytes()) {
-            return finish(record, Outcome::InfraError, Some(format!("cannot write eval.sh: {e}")), log, timings);
+            return finish(
+                record,
+                Outcome::InfraError,
+                Some(format!("cannot write eval.sh: {e}")),
+                log,
+                timings,
+            );
         }
 
         let t = Instant::now();
-        let out = match self.backend.run(&env, &rs, &ws, &script, self.cfg.timeout, cancel).await {
+        let out = match self
+            .backend
+            .run(&env, &rs, &ws, &script, self.cfg.timeout, cancel)
+            .await
+        {
             Ok(o) => o,
-            Err(e) => return finish(record, Outcome::InfraError, Some(e.to_string()), log, timings),
+            Err(e) => {
+                return finish(
+                    record,
+                    Outcome::InfraError,
+                    Some(e.to_string()),
+                    log,
+                    timings,
+                )
+            }
         };
         timings.tests = t.elapsed().as_secs_f64();
         if out.cancelled {
@@ -357,20 +584,45 @@ impl Runner {
         // Tests may print anything; the log is text for grading, lossy.
         let mut text = String::from_utf8_lossy(&out.log).into_owned();
         if out.timed_out {
-            text.push_str(&format!("\n\nTimeout error: {} seconds exceeded.\n", self.cfg.timeout.as_secs()));
+            text.push_str(&format!(
+                "\n\nTimeout error: {} seconds exceeded.\n",
+                self.cfg.timeout.as_secs()
+            ));
         }
         if let Err(e) = write_atomic(&log_dir.join("test_output.txt"), text.as_bytes()) {
-            return finish(record, Outcome::InfraError, Some(format!("cannot write test_output.txt: {e}")), log, timings);
+            return finish(
+                record,
+                Outcome::InfraError,
+                Some(format!("cannot write test_output.txt: {e}")),
+                log,
+                timings,
+            );
         }
-        log.line(format!("eval script finished in {:.2}s", out.elapsed.as_secs_f64()));
+        log.line(format!(
+            "eval script finished in {:.2}s",
+            out.elapsed.as_secs_f64()
+        ));
         if out.timed_out {
-            return finish(record, Outcome::TestsTimedOut, Some(format!("exceeded --timeout {}s", self.cfg.timeout.as_secs())), log, timings);
+            return finish(
+                record,
+                Outcome::TestsTimedOut,
+                Some(format!(
+                    "exceeded --timeout {}s",
+                    self.cfg.timeout.as_secs()
+                )),
+                log,
+                timings,
+            );
         }
         record.test_exit_code = grade::recorded_exit_code(&text);
         match grade::logs_eval(rs.spec.log_parser, &text) {
             Ok(map) => {
                 let g = grade::grade(&map, &inst.fail_to_pass, &inst.pass_to_pass);
-                let outcome = if g.resolution == grade::Resolution::Full { Outcome::Resolved } else { Outcome::Unresolved };
+                let outcome = if g.resolution == grade::Resolution::Full {
+                    Outcome::Resolved
+                } else {
+                    Outcome::Unresolved
+                };
                 let detail = (outcome == Outcome::Unresolved).then(|| {
                     format!(
                         "FAIL_TO_PASS {}/{} passed, PASS_TO_PASS {}/{} passed{}",
@@ -378,11 +630,18 @@ impl Runner {
                         g.fail_to_pass.success.len() + g.fail_to_pass.failure.len(),
                         g.pass_to_pass.success.len(),
                         g.pass_to_pass.success.len() + g.pass_to_pass.failure.len(),
-                        if g.unmatched.is_empty() { String::new() } else { format!("; {} expected ids not in the log", g.unmatched.len()) }
+                        if g.unmatched.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; {} expected ids not in the log", g.unmatched.len())
+                        }
                     )
                 });
                 if !g.unmatched.is_empty() {
-                    log.line(format!("expected test ids that matched nothing in the log: {}", g.unmatched.join(", ")));
+                    log.line(format!(
+                        "expected test ids that matched nothing in the log: {}",
+                        g.unmatched.join(", ")
+                    ));
                 }
                 record.grade = Some(g);
                 finish(record, outcome, detail, log, timings)
@@ -401,9 +660,15 @@ impl Runner {
             run_id: self.cfg.run_id.clone(),
             patchgrade_version: VERSION.into(),
             dataset: dataset.display().to_string(),
-            created_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+            created_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
         };
-        write_json_atomic(&self.cfg.log_root.join(&self.cfg.run_id).join("run.json"), &meta)
+        write_json_atomic(
+            &self.cfg.log_root.join(&self.cfg.run_id).join("run.json"),
+            &meta,
+        )
     }
 }
 

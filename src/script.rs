@@ -8,7 +8,9 @@ const TEMPLATE: &str = include_str!("../harness-scripts/eval.sh.tmpl");
 
 /// Files whose extension says they are not tests (the reference's
 /// `NON_TEST_EXTS`; its `csv` has no dot, kept as is).
-const NON_TEST_EXTS: [&str; 11] = [".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml"];
+const NON_TEST_EXTS: [&str; 11] = [
+    ".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml",
+];
 
 /// Runner arguments for the test files a test patch touches.
 pub fn directives(changes: &[FileChange], mode: TestDirectives) -> Vec<String> {
@@ -79,8 +81,8 @@ pub struct EvalScript<'a> {
     /// Shell line(s) that activate the Python env, if any.
     pub activate: Option<String>,
     pub spec: &'a Spec,
-    /// Whether to re-run the spec's `install` before the tests.
-    pub reinstall: bool,
+    /// What puts the candidate's code into the env before the tests.
+    pub install: Option<String>,
     pub test_patch: &'a str,
     pub test_changes: &'a [FileChange],
 }
@@ -88,7 +90,11 @@ pub struct EvalScript<'a> {
 impl EvalScript<'_> {
     pub fn render(&self) -> String {
         let spec = self.spec;
-        let mut env: Vec<String> = spec.env.iter().map(|(k, v)| format!("export {k}={}", quote(v))).collect();
+        let mut env: Vec<String> = spec
+            .env
+            .iter()
+            .map(|(k, v)| format!("export {k}={}", quote(v)))
+            .collect();
         env.extend(spec.eval_commands.iter().cloned());
         let apply = if self.test_patch.trim().is_empty() {
             String::from(": no test patch")
@@ -105,17 +111,27 @@ impl EvalScript<'_> {
             test_cmd.push(' ');
             test_cmd.push_str(&quote(&d));
         }
-        let install = match (&spec.install, self.reinstall) {
-            (Some(cmd), true) => cmd.clone(),
-            _ => String::from(": install skipped"),
-        };
+        let install = self
+            .install
+            .clone()
+            .unwrap_or_else(|| String::from(": no install step"));
         let reset = reset_commands(self.test_changes);
         TEMPLATE
             .replace("{{testbed}}", &quote(self.testbed))
-            .replace("{{activate}}", self.activate.as_deref().unwrap_or(": no env to activate"))
+            .replace(
+                "{{activate}}",
+                self.activate.as_deref().unwrap_or(": no env to activate"),
+            )
             .replace("{{eval_commands}}", &env.join("\n"))
             .replace("{{install}}", &install)
-            .replace("{{reset_tests}}", if reset.is_empty() { ": no tests to reset" } else { &reset })
+            .replace(
+                "{{reset_tests}}",
+                if reset.is_empty() {
+                    ": no tests to reset"
+                } else {
+                    &reset
+                },
+            )
             .replace("{{test_cmd}}", &test_cmd)
             // Last: the test patch may itself contain `{{` sequences.
             .replace("{{apply_test_patch}}", &apply)
@@ -127,7 +143,13 @@ mod tests {
     use super::*;
 
     fn change(path: &str, kind: ChangeKind) -> FileChange {
-        FileChange { path: path.into(), kind, binary: false, old_mode: None, new_mode: None }
+        FileChange {
+            path: path.into(),
+            kind,
+            binary: false,
+            old_mode: None,
+            new_mode: None,
+        }
     }
 
     #[test]
@@ -137,8 +159,14 @@ mod tests {
             change("tests/data/fixture.json", ChangeKind::Added),
             change("tests/old.py", ChangeKind::Deleted),
         ];
-        assert_eq!(directives(&ch, TestDirectives::Paths), vec!["tests/forms_tests/test_x.py"]);
-        assert_eq!(directives(&ch, TestDirectives::Django), vec!["forms_tests.test_x"]);
+        assert_eq!(
+            directives(&ch, TestDirectives::Paths),
+            vec!["tests/forms_tests/test_x.py"]
+        );
+        assert_eq!(
+            directives(&ch, TestDirectives::Django),
+            vec!["forms_tests.test_x"]
+        );
         assert!(directives(&ch, TestDirectives::None).is_empty());
     }
 
@@ -147,8 +175,16 @@ mod tests {
         let only_added = vec![change("tests/new_test.py", ChangeKind::Added)];
         let r = reset_commands(&only_added);
         assert_eq!(r, "rm -f 'tests/new_test.py'");
-        let renamed = vec![change("b.py", ChangeKind::Renamed { from: "a.py".into() })];
-        assert_eq!(reset_commands(&renamed), "git checkout HEAD -- 'a.py'\nrm -f 'b.py'");
+        let renamed = vec![change(
+            "b.py",
+            ChangeKind::Renamed {
+                from: "a.py".into(),
+            },
+        )];
+        assert_eq!(
+            reset_commands(&renamed),
+            "git checkout HEAD -- 'a.py'\nrm -f 'b.py'"
+        );
     }
 
     #[test]

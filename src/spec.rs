@@ -72,6 +72,11 @@ pub struct Spec {
     /// Shell command that installs the checkout into the env.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install: Option<String>,
+    /// What the eval script runs to put the candidate's code into the env
+    /// before the tests. Default: derived from `install` (see
+    /// [`Spec::eval_install`]); `""` turns it off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_install: Option<String>,
     /// Shell commands run in the eval script before the tests.
     #[serde(default)]
     pub eval_commands: Vec<String>,
@@ -93,6 +98,35 @@ impl Spec {
     pub fn hash(&self) -> String {
         let canon = serde_json::to_vec(self).expect("spec serialises");
         hex(&Sha256::digest(canon))[..16].to_string()
+    }
+
+    /// The install step of the eval script. The reference re-runs `install`
+    /// in every evaluation (seconds each). An editable install already points
+    /// at the tree, so re-running it is skipped (exact for pure-Python code;
+    /// a spec whose editable install builds extensions sets `eval_install`).
+    /// Any other pip install is re-run offline, so the tests import the
+    /// candidate's code and never the copy installed at setup.
+    pub fn eval_install(&self) -> Option<String> {
+        if let Some(explicit) = &self.eval_install {
+            return (!explicit.trim().is_empty()).then(|| explicit.clone());
+        }
+        let install = self.install.as_deref()?.trim();
+        let words: Vec<&str> = install.split_whitespace().collect();
+        if words
+            .iter()
+            .any(|w| *w == "-e" || *w == "--editable" || w.starts_with("--editable="))
+        {
+            return None;
+        }
+        if words.windows(2).any(|w| w == ["pip", "install"])
+            && !install.contains("&&")
+            && !install.contains(';')
+        {
+            return Some(format!(
+                "{install} --no-deps --no-build-isolation --no-index"
+            ));
+        }
+        Some(install.to_string())
     }
 
     /// Whether the env needs more than the interpreter itself.
@@ -144,7 +178,10 @@ impl SpecSet {
 
     /// Add a spec file, or every `.yaml`/`.yml` file in a folder (sorted).
     pub fn add_path(&mut self, path: &Path) -> Result<(), SpecError> {
-        let read_err = |source| SpecError::Read { path: path.to_owned(), source };
+        let read_err = |source| SpecError::Read {
+            path: path.to_owned(),
+            source,
+        };
         if path.is_dir() {
             let mut files: Vec<PathBuf> = std::fs::read_dir(path)
                 .map_err(read_err)?
@@ -162,7 +199,10 @@ impl SpecSet {
     }
 
     fn add_text(&mut self, path: &Path, text: &str) -> Result<(), SpecError> {
-        let invalid = |reason: String| SpecError::Invalid { path: path.to_owned(), reason };
+        let invalid = |reason: String| SpecError::Invalid {
+            path: path.to_owned(),
+            reason,
+        };
         let file: SpecFile = serde_yaml_ng::from_str(text).map_err(|e| invalid(e.to_string()))?;
         if !file.repo.contains('/') {
             return Err(invalid(format!("repo {:?} is not owner/name", file.repo)));
@@ -171,16 +211,21 @@ impl SpecSet {
         for (version, fields) in file.versions {
             let mut merged = file.defaults.clone().unwrap_or_default();
             merged.extend(fields);
-            let spec: Spec = serde_json::from_value(Value::Object(merged)).map_err(|e| SpecError::Version {
-                path: path.to_owned(),
-                version: version.clone(),
-                reason: e.to_string(),
-            })?;
+            let spec: Spec =
+                serde_json::from_value(Value::Object(merged)).map_err(|e| SpecError::Version {
+                    path: path.to_owned(),
+                    version: version.clone(),
+                    reason: e.to_string(),
+                })?;
             // One key may name several versions that share a spec: "1.0 1.1".
             for v in version.split([' ', ',']).filter(|v| !v.is_empty()) {
                 entry.insert(
                     v.to_string(),
-                    ResolvedSpec { spec: spec.clone(), source: path.to_owned(), version_key: v.to_string() },
+                    ResolvedSpec {
+                        spec: spec.clone(),
+                        source: path.to_owned(),
+                        version_key: v.to_string(),
+                    },
                 );
             }
         }
@@ -217,10 +262,19 @@ mod tests {
     fn defaults_merge_and_star_fallback() {
         let s = set("repo: o/r\ndefaults:\n  test_cmd: pytest -rA\n  log_parser: pytest\nversions:\n  \"1.0 1.1\":\n    python: \"3.9\"\n  \"*\":\n    python: \"3.11\"\n")
             .unwrap();
-        assert_eq!(s.lookup("o/r", "1.1").unwrap().spec.python.as_deref(), Some("3.9"));
-        assert_eq!(s.lookup("o/r", "9.9").unwrap().spec.python.as_deref(), Some("3.11"));
+        assert_eq!(
+            s.lookup("o/r", "1.1").unwrap().spec.python.as_deref(),
+            Some("3.9")
+        );
+        assert_eq!(
+            s.lookup("o/r", "9.9").unwrap().spec.python.as_deref(),
+            Some("3.11")
+        );
         assert_eq!(s.lookup("o/r", "1.0").unwrap().spec.test_cmd, "pytest -rA");
-        assert!(matches!(s.lookup("x/y", "1"), Err(SpecError::Missing { .. })));
+        assert!(matches!(
+            s.lookup("x/y", "1"),
+            Err(SpecError::Missing { .. })
+        ));
     }
 
     #[test]
@@ -233,15 +287,58 @@ mod tests {
 
     #[test]
     fn unknown_parser_is_an_error() {
-        let e = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: nosuch\n").unwrap_err().to_string();
+        let e = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: nosuch\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nosuch"), "{e}");
     }
 
     #[test]
     fn hash_changes_with_content() {
-        let a = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: a\n    log_parser: pytest\n").unwrap();
-        let b = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: b\n    log_parser: pytest\n").unwrap();
-        assert_ne!(a.lookup("o/r", "1").unwrap().spec.hash(), b.lookup("o/r", "1").unwrap().spec.hash());
+        let a = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: a\n    log_parser: pytest\n")
+            .unwrap();
+        let b = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: b\n    log_parser: pytest\n")
+            .unwrap();
+        assert_ne!(
+            a.lookup("o/r", "1").unwrap().spec.hash(),
+            b.lookup("o/r", "1").unwrap().spec.hash()
+        );
+    }
+
+    #[test]
+    fn eval_install_skips_editable_and_reinstalls_others_offline() {
+        let spec = |install: &str, explicit: Option<&str>| Spec {
+            install: Some(install.into()),
+            eval_install: explicit.map(String::from),
+            ..serde_json::from_str::<Spec>(r#"{"test_cmd":"t","log_parser":"pytest"}"#).unwrap()
+        };
+        assert_eq!(
+            spec("python -m pip install -e .", None).eval_install(),
+            None
+        );
+        assert_eq!(
+            spec("pip install --editable .[dev]", None).eval_install(),
+            None
+        );
+        assert_eq!(
+            spec("python -m pip install .", None)
+                .eval_install()
+                .as_deref(),
+            Some("python -m pip install . --no-deps --no-build-isolation --no-index")
+        );
+        assert_eq!(
+            spec("python setup.py install", None)
+                .eval_install()
+                .as_deref(),
+            Some("python setup.py install")
+        );
+        assert_eq!(
+            spec("pip install -e .", Some("make build"))
+                .eval_install()
+                .as_deref(),
+            Some("make build")
+        );
+        assert_eq!(spec("pip install .", Some("")).eval_install(), None);
     }
 
     #[test]

@@ -21,6 +21,8 @@ struct Widgets {
     repo: FixtureRepo,
     base: String,
     gold: String,
+    /// Fixes the low bound but gets the high one wrong.
+    wrong: String,
     test_patch: String,
 }
 
@@ -36,21 +38,54 @@ fn widgets() -> Widgets {
         ],
         "initial",
     );
-    let base = repo.repo.head().unwrap().peel_to_commit().unwrap().id().to_string();
+    let base = repo
+        .repo
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+        .to_string();
     // A later commit holding the fix: the checkout must not expose it.
     let gold = repo.diff_of(&[("widgets/core.py", Some(CORE_FIXED.as_bytes()))], false);
-    let tests_new = format!("{TESTS_BASE}\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n");
+    let tests_new = format!(
+        "{TESTS_BASE}\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n"
+    );
     let test_patch = repo.diff_of(&[("tests/test_core.py", Some(tests_new.as_bytes()))], false);
-    repo.commit(&[("widgets/core.py", Some(CORE_FIXED.as_bytes()))], "the future fix");
+    let wrong = repo.diff_of(&[("widgets/core.py", Some(CORE_WRONG.as_bytes()))], false);
+    repo.commit(
+        &[("widgets/core.py", Some(CORE_FIXED.as_bytes()))],
+        "the future fix",
+    );
     sb.write("specs/widgets.yaml", SPEC);
-    Widgets { sb, repo, base, gold, test_patch }
+    Widgets {
+        sb,
+        repo,
+        base,
+        gold,
+        wrong,
+        test_patch,
+    }
 }
 
 impl Widgets {
     fn args<'a>(&'a self, run_id: &'a str, preds: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
         let mut a = vec![
-            "run", "--dataset", "dataset.jsonl", "--predictions", preds, "--run-id", run_id, "--backend", "local",
-            "--specs", "specs", "--mirror-dir", "mirrors", "--max-workers", "2",
+            "run",
+            "--dataset",
+            "dataset.jsonl",
+            "--predictions",
+            preds,
+            "--run-id",
+            run_id,
+            "--backend",
+            "local",
+            "--specs",
+            "specs",
+            "--mirror-dir",
+            "mirrors",
+            "--max-workers",
+            "2",
         ];
         a.extend_from_slice(extra);
         a
@@ -60,37 +95,74 @@ impl Widgets {
 #[test]
 fn gold_resolves_and_a_wrong_patch_does_not() {
     let w = widgets();
-    let row = instance("acme__widgets-1", "acme/widgets", &w.base, &w.gold, &w.test_patch, &[F2P], &[P2P]);
+    let row = instance(
+        "acme__widgets-1",
+        "acme/widgets",
+        &w.base,
+        &w.gold,
+        &w.test_patch,
+        &[F2P],
+        &[P2P],
+    );
     w.sb.write("dataset.jsonl", &jsonl(&[row]));
     let out = w.sb.run(&w.args("g", "gold", &["--json"]));
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(w.sb.outcome("g", "gold", "acme__widgets-1"), "resolved");
     // --json prints the summary on stdout, reference keys included.
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(summary["resolved_ids"], serde_json::json!(["acme__widgets-1"]));
+    assert_eq!(
+        summary["resolved_ids"],
+        serde_json::json!(["acme__widgets-1"])
+    );
     assert_eq!(summary["schema_version"], 2);
     assert_eq!(summary, w.sb.summary("gold", "g"));
     // report.json in the reference schema.
     let report: Value = serde_json::from_str(
-        &std::fs::read_to_string(w.sb.path().join("logs/run_evaluation/g/gold/acme__widgets-1/report.json")).unwrap(),
+        &std::fs::read_to_string(
+            w.sb.path()
+                .join("logs/run_evaluation/g/gold/acme__widgets-1/report.json"),
+        )
+        .unwrap(),
     )
     .unwrap();
     let r = &report["acme__widgets-1"];
     assert_eq!(r["resolved"], true);
     assert_eq!(r["patch_successfully_applied"], true);
-    assert_eq!(r["tests_status"]["FAIL_TO_PASS"]["success"], serde_json::json!([F2P]));
-    assert_eq!(r["tests_status"]["PASS_TO_PASS"]["success"], serde_json::json!([P2P]));
-    for f in ["patch.diff", "eval.sh", "test_output.txt", "run_instance.log"] {
-        assert!(w.sb.path().join("logs/run_evaluation/g/gold/acme__widgets-1").join(f).is_file(), "{f}");
+    assert_eq!(
+        r["tests_status"]["FAIL_TO_PASS"]["success"],
+        serde_json::json!([F2P])
+    );
+    assert_eq!(
+        r["tests_status"]["PASS_TO_PASS"]["success"],
+        serde_json::json!([P2P])
+    );
+    for f in [
+        "patch.diff",
+        "eval.sh",
+        "test_output.txt",
+        "run_instance.log",
+    ] {
+        assert!(
+            w.sb.path()
+                .join("logs/run_evaluation/g/gold/acme__widgets-1")
+                .join(f)
+                .is_file(),
+            "{f}"
+        );
     }
 
-    let wrong = w.repo.diff_of(&[("widgets/core.py", Some(CORE_WRONG.as_bytes()))], false);
-    w.sb.write("wrong.jsonl", &jsonl(&[prediction("acme__widgets-1", "m", Some(&wrong))]));
+    w.sb.write(
+        "wrong.jsonl",
+        &jsonl(&[prediction("acme__widgets-1", "m", Some(&w.wrong))]),
+    );
     let out = w.sb.run(&w.args("w", "wrong.jsonl", &[]));
     assert_eq!(out.status.code(), Some(0));
     let rec = w.sb.record("w", "m", "acme__widgets-1");
     assert_eq!(rec["outcome"], "unresolved");
-    assert_eq!(rec["grade"]["fail_to_pass"]["failure"], serde_json::json!([F2P]));
+    assert_eq!(
+        rec["grade"]["fail_to_pass"]["failure"],
+        serde_json::json!([F2P])
+    );
 }
 
 #[test]
@@ -105,22 +177,72 @@ fn hostile_and_odd_inputs_each_get_their_outcome() {
     let bin_tests = format!(
         "{TESTS_BASE}\n    def test_data(self):\n        with open('widgets/data.bin', 'rb') as f:\n            self.assertEqual(f.read(), bytes(range(256)))\n"
     );
-    let bin_test_patch = w.repo.diff_of(&[("tests/test_core.py", Some(bin_tests.as_bytes()))], false);
+    let bin_test_patch = w
+        .repo
+        .diff_of(&[("tests/test_core.py", Some(bin_tests.as_bytes()))], false);
     // Tests that print bytes that are not UTF-8.
     let noisy_tests = format!(
         "{TESTS_BASE}\n    def test_high(self):\n        import sys\n        sys.stdout.buffer.write(b'\\xff\\xfe\\x00 not utf-8\\n')\n        sys.stdout.flush()\n        self.assertEqual(clamp(9, 0, 3), 3)\n"
     );
-    let noisy_test_patch = w.repo.diff_of(&[("tests/test_core.py", Some(noisy_tests.as_bytes()))], false);
+    let noisy_test_patch = w.repo.diff_of(
+        &[("tests/test_core.py", Some(noisy_tests.as_bytes()))],
+        false,
+    );
     // A test that hangs.
-    let hang_tests = format!("{TESTS_BASE}\n    def test_high(self):\n        import time\n        time.sleep(600)\n");
-    let hang_test_patch = w.repo.diff_of(&[("tests/test_core.py", Some(hang_tests.as_bytes()))], false);
+    let hang_tests = format!(
+        "{TESTS_BASE}\n    def test_high(self):\n        import time\n        time.sleep(600)\n"
+    );
+    let hang_test_patch = w.repo.diff_of(
+        &[("tests/test_core.py", Some(hang_tests.as_bytes()))],
+        false,
+    );
 
     let rows = vec![
-        instance("w-escape", "acme/widgets", &w.base, &w.gold, &w.test_patch, &[F2P], &[P2P]),
-        instance("w-binary", "acme/widgets", &w.base, &bin_gold, &bin_test_patch, &["tests.test_core.TestClamp.test_data"], &[P2P]),
-        instance("w-noisy", "acme/widgets", &w.base, &w.gold, &noisy_test_patch, &[F2P], &[P2P]),
-        instance("w-hang", "acme/widgets", &w.base, &w.gold, &hang_test_patch, &[F2P], &[P2P]),
-        instance("w-empty", "acme/widgets", &w.base, &w.gold, &w.test_patch, &[F2P], &[P2P]),
+        instance(
+            "w-escape",
+            "acme/widgets",
+            &w.base,
+            &w.gold,
+            &w.test_patch,
+            &[F2P],
+            &[P2P],
+        ),
+        instance(
+            "w-binary",
+            "acme/widgets",
+            &w.base,
+            &bin_gold,
+            &bin_test_patch,
+            &["tests.test_core.TestClamp.test_data"],
+            &[P2P],
+        ),
+        instance(
+            "w-noisy",
+            "acme/widgets",
+            &w.base,
+            &w.gold,
+            &noisy_test_patch,
+            &[F2P],
+            &[P2P],
+        ),
+        instance(
+            "w-hang",
+            "acme/widgets",
+            &w.base,
+            &w.gold,
+            &hang_test_patch,
+            &[F2P],
+            &[P2P],
+        ),
+        instance(
+            "w-empty",
+            "acme/widgets",
+            &w.base,
+            &w.gold,
+            &w.test_patch,
+            &[F2P],
+            &[P2P],
+        ),
     ];
     sb.write("dataset.jsonl", &jsonl(&rows));
     let preds = vec![
@@ -137,42 +259,113 @@ fn hostile_and_odd_inputs_each_get_their_outcome() {
     assert!(!sb.path().join("escaped.txt").exists());
     assert_eq!(sb.outcome("odd", "m", "w-binary"), "resolved");
     assert_eq!(sb.outcome("odd", "m", "w-noisy"), "resolved");
-    let noisy_log = std::fs::read(sb.path().join("logs/run_evaluation/odd/m/w-noisy/test_output.txt")).unwrap();
-    assert!(String::from_utf8(noisy_log).unwrap().contains('\u{FFFD}'), "non-UTF-8 bytes are replaced, not fatal");
+    let noisy_log = std::fs::read(
+        sb.path()
+            .join("logs/run_evaluation/odd/m/w-noisy/test_output.txt"),
+    )
+    .unwrap();
+    assert!(
+        String::from_utf8(noisy_log).unwrap().contains('\u{FFFD}'),
+        "non-UTF-8 bytes are replaced, not fatal"
+    );
     assert_eq!(sb.outcome("odd", "m", "w-hang"), "tests_timed_out");
     assert_eq!(sb.outcome("odd", "m", "w-empty"), "empty_patch");
     let s = sb.summary("m", "odd");
-    assert_eq!(s["resolved_ids"], serde_json::json!(["w-binary", "w-noisy"]));
+    assert_eq!(
+        s["resolved_ids"],
+        serde_json::json!(["w-binary", "w-noisy"])
+    );
     assert_eq!(s["error_ids"], serde_json::json!(["w-escape", "w-hang"]));
     assert_eq!(s["empty_patch_ids"], serde_json::json!(["w-empty"]));
     assert_eq!(s["patchgrade"]["outcomes"]["tests_timed_out"], 1);
     // As in the reference: no report.json for apply failures and timeouts.
-    assert!(!sb.path().join("logs/run_evaluation/odd/m/w-hang/report.json").exists());
-    let hang_log = std::fs::read_to_string(sb.path().join("logs/run_evaluation/odd/m/w-hang/test_output.txt")).unwrap();
-    assert!(hang_log.contains("Timeout error: 5 seconds exceeded."), "{hang_log}");
+    assert!(!sb
+        .path()
+        .join("logs/run_evaluation/odd/m/w-hang/report.json")
+        .exists());
+    let hang_log = std::fs::read_to_string(
+        sb.path()
+            .join("logs/run_evaluation/odd/m/w-hang/test_output.txt"),
+    )
+    .unwrap();
+    assert!(
+        hang_log.contains("Timeout error: 5 seconds exceeded."),
+        "{hang_log}"
+    );
 }
 
 #[test]
 fn bad_inputs_stop_before_any_work_with_file_and_line() {
     let w = widgets();
     let sb = &w.sb;
-    let good = instance("acme__widgets-1", "acme/widgets", &w.base, &w.gold, &w.test_patch, &[F2P], &[P2P]).to_string();
+    let good = instance(
+        "acme__widgets-1",
+        "acme/widgets",
+        &w.base,
+        &w.gold,
+        &w.test_patch,
+        &[F2P],
+        &[P2P],
+    )
+    .to_string();
     sb.write("malformed.jsonl", &format!("{good}\n{{\"instance_id\": \n"));
-    let out = sb.run(&["run", "--dataset", "malformed.jsonl", "--predictions", "gold", "--run-id", "x", "--backend", "local"]);
+    let out = sb.run(&[
+        "run",
+        "--dataset",
+        "malformed.jsonl",
+        "--predictions",
+        "gold",
+        "--run-id",
+        "x",
+        "--backend",
+        "local",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("malformed.jsonl:2:"), "{err}");
     assert!(!sb.path().join("logs").exists(), "no work was done");
 
-    sb.write("missing.jsonl", "{\"instance_id\": \"a\", \"repo\": \"o/r\"}\n");
-    let out = sb.run(&["run", "--dataset", "missing.jsonl", "--predictions", "gold", "--run-id", "x", "--backend", "local"]);
+    sb.write(
+        "missing.jsonl",
+        "{\"instance_id\": \"a\", \"repo\": \"o/r\"}\n",
+    );
+    let out = sb.run(&[
+        "run",
+        "--dataset",
+        "missing.jsonl",
+        "--predictions",
+        "gold",
+        "--run-id",
+        "x",
+        "--backend",
+        "local",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("missing.jsonl:1:") && err.contains("base_commit"), "{err}");
+    assert!(
+        err.contains("missing.jsonl:1:") && err.contains("base_commit"),
+        "{err}"
+    );
 
     sb.write("dataset.jsonl", &format!("{good}\n"));
-    sb.write("preds.jsonl", &jsonl(&[prediction("acme__widgets-1", "m", Some("x")), prediction("nope-9", "m", Some("x"))]));
-    let out = sb.run(&["run", "--dataset", "dataset.jsonl", "--predictions", "preds.jsonl", "--run-id", "x", "--backend", "local"]);
+    sb.write(
+        "preds.jsonl",
+        &jsonl(&[
+            prediction("acme__widgets-1", "m", Some("x")),
+            prediction("nope-9", "m", Some("x")),
+        ]),
+    );
+    let out = sb.run(&[
+        "run",
+        "--dataset",
+        "dataset.jsonl",
+        "--predictions",
+        "preds.jsonl",
+        "--run-id",
+        "x",
+        "--backend",
+        "local",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope-9"));
     assert!(!sb.path().join("logs").exists(), "no work was done");
@@ -182,19 +375,39 @@ fn bad_inputs_stop_before_any_work_with_file_and_line() {
 fn rerun_reuses_results_only_for_the_same_patch() {
     let w = widgets();
     let sb = &w.sb;
-    let row = instance("acme__widgets-1", "acme/widgets", &w.base, &w.gold, &w.test_patch, &[F2P], &[P2P]);
+    let row = instance(
+        "acme__widgets-1",
+        "acme/widgets",
+        &w.base,
+        &w.gold,
+        &w.test_patch,
+        &[F2P],
+        &[P2P],
+    );
     sb.write("dataset.jsonl", &jsonl(&[row]));
-    sb.write("preds.jsonl", &jsonl(&[prediction("acme__widgets-1", "m", Some(&w.gold))]));
-    assert_eq!(sb.run(&w.args("r", "preds.jsonl", &[])).status.code(), Some(0));
+    sb.write(
+        "preds.jsonl",
+        &jsonl(&[prediction("acme__widgets-1", "m", Some(&w.gold))]),
+    );
+    assert_eq!(
+        sb.run(&w.args("r", "preds.jsonl", &[])).status.code(),
+        Some(0)
+    );
     let first = sb.record("r", "m", "acme__widgets-1");
     let out = sb.run(&w.args("r", "preds.jsonl", &[]));
     assert!(String::from_utf8_lossy(&out.stderr).contains("(reused)"));
-    assert_eq!(sb.record("r", "m", "acme__widgets-1"), first, "reused result is untouched");
+    assert_eq!(
+        sb.record("r", "m", "acme__widgets-1"),
+        first,
+        "reused result is untouched"
+    );
 
     // Same run id, different patch: evaluated again (the reference would
     // wrongly reuse the old report).
-    let wrong = w.repo.diff_of(&[("widgets/core.py", Some(CORE_WRONG.as_bytes()))], false);
-    sb.write("preds.jsonl", &jsonl(&[prediction("acme__widgets-1", "m", Some(&wrong))]));
+    sb.write(
+        "preds.jsonl",
+        &jsonl(&[prediction("acme__widgets-1", "m", Some(&w.wrong))]),
+    );
     let out = sb.run(&w.args("r", "preds.jsonl", &[]));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("(reused)"));
     assert_eq!(sb.outcome("r", "m", "acme__widgets-1"), "unresolved");
@@ -207,7 +420,15 @@ fn demo_gives_the_expected_outcome_for_every_instance() {
     let ds = demo.join("dataset.jsonl");
     let preds = demo.join("predictions.jsonl");
     let out = sb.run(&[
-        "run", "--dataset", ds.to_str().unwrap(), "--predictions", preds.to_str().unwrap(), "--run-id", "demo", "--backend", "local",
+        "run",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--predictions",
+        preds.to_str().unwrap(),
+        "--run-id",
+        "demo",
+        "--backend",
+        "local",
     ]);
     assert_eq!(out.status.code(), Some(0));
     let text = std::fs::read_to_string(&preds).unwrap();
@@ -219,17 +440,171 @@ fn demo_gives_the_expected_outcome_for_every_instance() {
         assert_eq!(sb.outcome("demo", "demo-agent", id), expected, "{id}");
         seen.insert(expected.to_string());
     }
-    for needed in ["resolved", "unresolved", "patch_apply_failed", "empty_patch"] {
+    for needed in [
+        "resolved",
+        "unresolved",
+        "patch_apply_failed",
+        "empty_patch",
+    ] {
         assert!(seen.contains(needed), "the demo covers {needed}");
     }
     // Instance 3 is the broken PASS_TO_PASS case.
     let rec = sb.record("demo", "demo-agent", "patchgrade__demo-calc-3");
-    assert!(!rec["grade"]["pass_to_pass"]["failure"].as_array().unwrap().is_empty());
-    assert!(rec["grade"]["fail_to_pass"]["failure"].as_array().unwrap().is_empty());
+    assert!(!rec["grade"]["pass_to_pass"]["failure"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert!(rec["grade"]["fail_to_pass"]["failure"]
+        .as_array()
+        .unwrap()
+        .is_empty());
 
     // Gold resolves every demo instance.
-    let out = sb.run(&["run", "--dataset", ds.to_str().unwrap(), "--predictions", "gold", "--run-id", "demo-gold", "--backend", "local"]);
+    let out = sb.run(&[
+        "run",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--predictions",
+        "gold",
+        "--run-id",
+        "demo-gold",
+        "--backend",
+        "local",
+    ]);
     assert_eq!(out.status.code(), Some(0));
     let s = sb.summary("gold", "demo-gold");
     assert_eq!(s["resolved_instances"], 5, "{s}");
+}
+
+/// A pytest project installed into a cached venv from PyPI: editable (the
+/// eval skips the reinstall) and non-editable (the eval reinstalls offline).
+/// Either way the tests must see the candidate's code.
+#[test]
+fn local_venv_tests_the_candidate_code_editable_or_not() {
+    let sb = Sandbox::new();
+    let repo = FixtureRepo::new(&sb, "acme/pyproj");
+    let pyproject = "[build-system]\nrequires = [\"setuptools>=70\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"pyproj\"\nversion = \"0.1\"\n\n[tool.setuptools]\npackages = [\"pyproj\"]\n";
+    let tests = "from pyproj import area\n\n\ndef test_square():\n    assert area(2) == 4\n";
+    repo.commit(
+        &[
+            ("pyproject.toml", Some(pyproject.as_bytes())),
+            (
+                "pyproj/__init__.py",
+                Some(b"def area(side):\n    return side + side\n"),
+            ),
+            ("tests/test_area.py", Some(tests.as_bytes())),
+        ],
+        "initial",
+    );
+    let base = repo
+        .repo
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+        .to_string();
+    let gold = repo.diff_of(
+        &[(
+            "pyproj/__init__.py",
+            Some(b"def area(side):\n    return side * side\n"),
+        )],
+        false,
+    );
+    let wrong = repo.diff_of(
+        &[(
+            "pyproj/__init__.py",
+            Some(b"def area(side):\n    return side ** 3\n"),
+        )],
+        false,
+    );
+    let new_tests = format!("{tests}\n\ndef test_three():\n    assert area(3) == 9\n");
+    let test_patch = repo.diff_of(&[("tests/test_area.py", Some(new_tests.as_bytes()))], false);
+    let f2p = ["tests/test_area.py::test_three"];
+    sb.write(
+        "dataset.jsonl",
+        &jsonl(&[
+            instance(
+                "acme__pyproj-1",
+                "acme/pyproj",
+                &base,
+                &gold,
+                &test_patch,
+                &f2p,
+                &[],
+            ),
+            instance(
+                "acme__pyproj-2",
+                "acme/pyproj",
+                &base,
+                &gold,
+                &test_patch,
+                &f2p,
+                &[],
+            ),
+        ]),
+    );
+    for (mode, install) in [
+        ("editable", "python -m pip install -e ."),
+        ("copy", "python -m pip install ."),
+    ] {
+        let spec = format!(
+            "repo: acme/pyproj\nversions:\n  \"*\":\n    python: \"3.11\"\n    pip_packages: [\"pytest==8.3.3\", \"setuptools>=70\", \"wheel\"]\n    install: {install}\n    test_cmd: pytest -rA\n    log_parser: pytest\n"
+        );
+        sb.write(&format!("specs-{mode}/pyproj.yaml"), &spec);
+        sb.write(
+            "preds.jsonl",
+            &jsonl(&[
+                prediction("acme__pyproj-1", "m", Some(&gold)),
+                prediction("acme__pyproj-2", "m", Some(&wrong)),
+            ]),
+        );
+        let specs = format!("specs-{mode}");
+        let out = sb.run(&[
+            "run",
+            "--dataset",
+            "dataset.jsonl",
+            "--predictions",
+            "preds.jsonl",
+            "--run-id",
+            mode,
+            "--backend",
+            "local",
+            "--specs",
+            &specs,
+            "--mirror-dir",
+            "mirrors",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{mode}");
+        assert_eq!(
+            sb.outcome(mode, "m", "acme__pyproj-1"),
+            "resolved",
+            "{mode}"
+        );
+        assert_eq!(
+            sb.outcome(mode, "m", "acme__pyproj-2"),
+            "unresolved",
+            "{mode}"
+        );
+        let script = std::fs::read_to_string(
+            sb.path()
+                .join("logs/run_evaluation")
+                .join(mode)
+                .join("m/acme__pyproj-1/eval.sh"),
+        )
+        .unwrap();
+        assert_eq!(
+            script.contains("--no-deps --no-build-isolation --no-index"),
+            mode == "copy",
+            "{script}"
+        );
+    }
+    // Both runs share one cached env per spec: two env folders, not four.
+    assert_eq!(
+        std::fs::read_dir(sb.cache().join("envs"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().is_dir())
+            .count(),
+        2
+    );
 }

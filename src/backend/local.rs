@@ -50,7 +50,9 @@ impl LocalEnv {
 /// Whether bubblewrap works here (it needs user namespaces).
 pub fn detect_bwrap() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    let bwrap = std::env::split_paths(&path).map(|d| d.join("bwrap")).find(|p| p.is_file())?;
+    let bwrap = std::env::split_paths(&path)
+        .map(|d| d.join("bwrap"))
+        .find(|p| p.is_file())?;
     let ok = std::process::Command::new(&bwrap)
         .args(["--ro-bind", "/", "/", "--unshare-net", "true"])
         .stdout(Stdio::null())
@@ -70,7 +72,12 @@ impl LocalBackend {
                 if sandbox { "" } else { " (--no-sandbox)" }
             );
         }
-        LocalBackend { envs_root: cache.join("envs"), repos, bwrap, locks: Mutex::default() }
+        LocalBackend {
+            envs_root: cache.join("envs"),
+            repos,
+            bwrap,
+            locks: Mutex::default(),
+        }
     }
 
     pub fn sandboxed(&self) -> bool {
@@ -82,7 +89,12 @@ impl LocalBackend {
         m.entry(key.to_string()).or_default().clone()
     }
 
-    pub async fn prepare_env(&self, rs: &ResolvedSpec, inst: &Instance, log_dir: &Path) -> Result<LocalEnv, EnvError> {
+    pub async fn prepare_env(
+        &self,
+        rs: &ResolvedSpec,
+        inst: &Instance,
+        log_dir: &Path,
+    ) -> Result<LocalEnv, EnvError> {
         let spec = &rs.spec;
         if !spec.apt_packages.is_empty() {
             return Err(EnvError::Unsupported(format!(
@@ -96,12 +108,19 @@ impl LocalBackend {
         };
         if !spec.needs_env() || (spec.pip_packages.is_empty() && spec.requirements.is_none()) {
             if spec.needs_env() && python.is_none() {
-                return Err(EnvError::Unsupported("a spec with install steps must name its python version".into()));
+                return Err(EnvError::Unsupported(
+                    "a spec with install steps must name its python version".into(),
+                ));
             }
-            return Ok(LocalEnv { python, shared: None });
+            return Ok(LocalEnv {
+                python,
+                shared: None,
+            });
         }
         let Some(python) = python else {
-            return Err(EnvError::Unsupported("a spec with pip packages must name its python version".into()));
+            return Err(EnvError::Unsupported(
+                "a spec with pip packages must name its python version".into(),
+            ));
         };
         let requirements = match &spec.requirements {
             Some(path) => Some(self.read_requirements(inst, path)?),
@@ -118,23 +137,35 @@ impl LocalBackend {
         let lock = self.lock_for(&key);
         let _g = lock.lock().await;
         if dir.join(".complete").exists() {
-            return Ok(LocalEnv { python: Some(python), shared: Some(dir) });
+            return Ok(LocalEnv {
+                python: Some(python),
+                shared: Some(dir),
+            });
         }
         // A leftover without the marker is a build that died half-way.
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&self.envs_root).map_err(|e| EnvError::Other(e.to_string()))?;
         let log = log_dir.join("env_build.log");
-        let mut steps: Vec<(String, Vec<String>)> =
-            vec![(python.display().to_string(), vec!["-m".into(), "venv".into(), dir.display().to_string()])];
+        let mut steps: Vec<(String, Vec<String>)> = vec![(
+            python.display().to_string(),
+            vec!["-m".into(), "venv".into(), dir.display().to_string()],
+        )];
         let vpy = dir.join("bin/python").display().to_string();
         let pip = |args: &[&str]| -> (String, Vec<String>) {
-            let mut a: Vec<String> = vec!["-m".into(), "pip".into(), "install".into(), "--quiet".into(), "--disable-pip-version-check".into()];
+            let mut a: Vec<String> = vec![
+                "-m".into(),
+                "pip".into(),
+                "install".into(),
+                "--quiet".into(),
+                "--disable-pip-version-check".into(),
+            ];
             a.extend(args.iter().map(|s| s.to_string()));
             (vpy.clone(), a)
         };
         if let Some(text) = &requirements {
             let req_file = dir.with_extension("requirements.txt");
-            std::fs::write(&req_file, filter_requirements(text)).map_err(|e| EnvError::Other(e.to_string()))?;
+            std::fs::write(&req_file, filter_requirements(text))
+                .map_err(|e| EnvError::Other(e.to_string()))?;
             steps.push(pip(&["-r", &req_file.display().to_string()]));
         }
         if !spec.pip_packages.is_empty() {
@@ -145,13 +176,20 @@ impl LocalBackend {
             run_logged(&prog, &args, &log).await?;
         }
         std::fs::write(dir.join(".complete"), b"").map_err(|e| EnvError::Other(e.to_string()))?;
-        Ok(LocalEnv { python: Some(python), shared: Some(dir) })
+        Ok(LocalEnv {
+            python: Some(python),
+            shared: Some(dir),
+        })
     }
 
     /// The requirements file as it is at the instance's environment setup
     /// commit, read from the mirror (never downloaded).
     fn read_requirements(&self, inst: &Instance, path: &str) -> Result<String, EnvError> {
-        let commit = if inst.environment_setup_commit.is_empty() { &inst.base_commit } else { &inst.environment_setup_commit };
+        let commit = if inst.environment_setup_commit.is_empty() {
+            &inst.base_commit
+        } else {
+            &inst.environment_setup_commit
+        };
         let mirror = self
             .repos
             .ensure(&inst.repo, &[commit])
@@ -167,35 +205,74 @@ impl LocalBackend {
     }
 
     /// Make the per-evaluation overlay venv; returns the activation line.
-    pub async fn prepare_workspace(&self, env: &LocalEnv, rs: &ResolvedSpec, ws: &Workspace) -> Result<Option<String>, EnvError> {
+    pub async fn prepare_workspace(
+        &self,
+        env: &LocalEnv,
+        rs: &ResolvedSpec,
+        ws: &Workspace,
+    ) -> Result<Option<String>, EnvError> {
         let Some(python) = &env.python else {
             return Ok(None);
         };
         let venv = ws.root.join("venv");
-        let base = env.shared.as_ref().map(|s| s.join("bin/python")).unwrap_or_else(|| python.clone());
+        let base = env
+            .shared
+            .as_ref()
+            .map(|s| s.join("bin/python"))
+            .unwrap_or_else(|| python.clone());
         // --without-pip: pip comes from the shared env through the .pth file.
         run_logged(
             &base.display().to_string(),
-            &["-m".into(), "venv".into(), "--without-pip".into(), venv.display().to_string()],
+            &[
+                "-m".into(),
+                "venv".into(),
+                "--without-pip".into(),
+                venv.display().to_string(),
+            ],
             &ws.root.join("venv.log"),
         )
         .await?;
         if let Some(shared) = &env.shared {
-            let site = site_packages(shared).ok_or_else(|| EnvError::Other("shared venv has no site-packages".into()))?;
-            let own = site_packages(&venv).ok_or_else(|| EnvError::Other("overlay venv has no site-packages".into()))?;
-            std::fs::write(own.join("_patchgrade_shared.pth"), format!("{}\n", site.display()))
+            let site = site_packages(shared)
+                .ok_or_else(|| EnvError::Other("shared venv has no site-packages".into()))?;
+            let own = site_packages(&venv)
+                .ok_or_else(|| EnvError::Other("overlay venv has no site-packages".into()))?;
+            std::fs::write(
+                own.join("_patchgrade_shared.pth"),
+                format!("{}\n", site.display()),
+            )
+            .map_err(|e| EnvError::Other(e.to_string()))?;
+            wrap_console_scripts(&shared.join("bin"), &venv.join("bin"))
                 .map_err(|e| EnvError::Other(e.to_string()))?;
-            wrap_console_scripts(&shared.join("bin"), &venv.join("bin")).map_err(|e| EnvError::Other(e.to_string()))?;
         }
-        for cmd in &rs.spec.pre_install {
-            run_logged("bash", &["-c".into(), format!("cd {} && {cmd}", crate::script::quote(&ws.tree.display().to_string()))], &ws.root.join("pre_install.log")).await?;
+        let activate = format!(
+            "source {}",
+            crate::script::quote(&venv.join("bin/activate").display().to_string())
+        );
+        // Setup as the reference does it in the instance image: before the
+        // candidate patch, with network, from the base tree (upstream code,
+        // not the candidate's).
+        let tree = crate::script::quote(&ws.tree.display().to_string());
+        let setup_log = ws.root.join("setup.log");
+        for cmd in rs.spec.pre_install.iter().chain(rs.spec.install.as_ref()) {
+            run_logged(
+                "bash",
+                &["-c".into(), format!("cd {tree} && {activate} && {cmd}")],
+                &setup_log,
+            )
+            .await?;
         }
-        Ok(Some(format!("source {}", crate::script::quote(&venv.join("bin/activate").display().to_string()))))
+        if !rs.spec.pre_install.is_empty() {
+            // A setup commit, so that resetting test files goes back to the
+            // set-up tree and `git diff HEAD` shows only the candidate.
+            run_logged("bash", &["-c".into(), format!("cd {tree} && git add -u && git commit -q --allow-empty -m 'patchgrade setup'")], &setup_log).await?;
+        }
+        Ok(Some(activate))
     }
 
     pub async fn run(
         &self,
-        _env: &LocalEnv,
+        env: &LocalEnv,
         rs: &ResolvedSpec,
         ws: &Workspace,
         script: &str,
@@ -218,9 +295,30 @@ impl LocalBackend {
             Some(bwrap) => {
                 let mut c = Command::new(bwrap);
                 let root = ws.root.display().to_string();
-                c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+                c.args([
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--dev",
+                    "/dev",
+                    "--proc",
+                    "/proc",
+                    "--tmpfs",
+                    "/tmp",
+                ]);
+                // /tmp is private; the shared env may live under it (a
+                // TMPDIR cache), so it is mounted back, read-only.
+                if let Some(shared) = &env.shared {
+                    let shared = shared.display().to_string();
+                    c.args(["--ro-bind", &shared, &shared]);
+                }
                 c.args(["--bind", &root, &root]);
-                c.args(["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]);
+                c.args([
+                    "--unshare-pid",
+                    "--unshare-ipc",
+                    "--die-with-parent",
+                    "--new-session",
+                ]);
                 if !rs.spec.network {
                     c.arg("--unshare-net");
                 }
@@ -244,8 +342,14 @@ impl LocalBackend {
             .process_group(0)
             .kill_on_drop(true);
         let started = Instant::now();
-        let program = self.bwrap.as_ref().map(|b| b.display().to_string()).unwrap_or_else(|| "bash".into());
-        let mut child = cmd.spawn().map_err(|source| InfraError::Spawn { program, source })?;
+        let program = self
+            .bwrap
+            .as_ref()
+            .map(|b| b.display().to_string())
+            .unwrap_or_else(|| "bash".into());
+        let mut child = cmd
+            .spawn()
+            .map_err(|source| InfraError::Spawn { program, source })?;
         let pid = child.id();
         let (timed_out, cancelled) = tokio::select! {
             r = child.wait() => {
@@ -267,7 +371,12 @@ impl LocalBackend {
         }
         let elapsed = started.elapsed();
         let log = std::fs::read(&out_path).map_err(io(&out_path))?;
-        Ok(RunOutput { log, timed_out, cancelled, elapsed })
+        Ok(RunOutput {
+            log,
+            timed_out,
+            cancelled,
+            elapsed,
+        })
     }
 }
 
@@ -305,10 +414,17 @@ fn wrap_console_scripts(shared_bin: &Path, own_bin: &Path) -> std::io::Result<()
         if own_bin.join(name).exists() {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
-        let Some(rest) = text.strip_prefix(&prefix) else { continue };
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Some(rest) = text.strip_prefix(&prefix) else {
+            continue;
+        };
         let target = own_bin.join(name);
-        std::fs::write(&target, format!("#!{}{rest}", own_bin.join("python").display()))?;
+        std::fs::write(
+            &target,
+            format!("#!{}{rest}", own_bin.join("python").display()),
+        )?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755))?;
     }
@@ -335,7 +451,10 @@ async fn find_python(version: &str) -> Result<PathBuf, EnvError> {
             }
         }
     }
-    Err(EnvError::PythonNotFound { version: version.to_string(), tried: candidates.join(", ") })
+    Err(EnvError::PythonNotFound {
+        version: version.to_string(),
+        tried: candidates.join(", "),
+    })
 }
 
 /// Run a setup command, appending its output to `log`.
@@ -350,7 +469,11 @@ async fn run_logged(program: &str, args: &[String], log: &Path) -> Result<(), En
     if let Some(dir) = log.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+    {
         let _ = writeln!(f, "$ {program} {}", args.join(" "));
         let _ = f.write_all(&out.stdout);
         let _ = f.write_all(&out.stderr);

@@ -20,7 +20,11 @@ pub enum EnvError {
     #[error("no Python {version} interpreter found on PATH (tried {tried})")]
     PythonNotFound { version: String, tried: String },
     #[error("environment setup failed: `{command}` exited {status}; see {log}")]
-    Command { command: String, status: String, log: PathBuf },
+    Command {
+        command: String,
+        status: String,
+        log: PathBuf,
+    },
     #[error("environment setup failed: {0}")]
     Other(String),
 }
@@ -28,9 +32,15 @@ pub enum EnvError {
 #[derive(Debug, thiserror::Error)]
 pub enum InfraError {
     #[error("io error at {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("failed to start {program}: {source}")]
-    Spawn { program: String, source: std::io::Error },
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Other(String),
 }
@@ -92,7 +102,12 @@ impl Backend {
         }
     }
 
-    pub async fn prepare_env(&self, spec: &ResolvedSpec, inst: &Instance, log_dir: &std::path::Path) -> Result<Env, EnvError> {
+    pub async fn prepare_env(
+        &self,
+        spec: &ResolvedSpec,
+        inst: &Instance,
+        log_dir: &std::path::Path,
+    ) -> Result<Env, EnvError> {
         match self {
             Backend::Local(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Local),
         }
@@ -100,7 +115,12 @@ impl Backend {
 
     /// Per-evaluation setup inside the workspace before the candidate patch
     /// is applied (e.g. an overlay venv, pre_install commands).
-    pub async fn prepare_workspace(&self, env: &Env, spec: &ResolvedSpec, ws: &Workspace) -> Result<Option<String>, EnvError> {
+    pub async fn prepare_workspace(
+        &self,
+        env: &Env,
+        spec: &ResolvedSpec,
+        ws: &Workspace,
+    ) -> Result<Option<String>, EnvError> {
         match (self, env) {
             (Backend::Local(b), Env::Local(e)) => b.prepare_workspace(e, spec, ws).await,
         }

@@ -62,7 +62,8 @@ pub(crate) fn parse_django(log: &str) -> RawParse {
                 // Reference special case for django__django-7188, where a
                 // migration message shares the test's line. It also changes
                 // the line the checks below see.
-                if line.starts_with("Applying sites.0002_alter_domain_unique...test_no_migrations") {
+                if line.starts_with("Applying sites.0002_alter_domain_unique...test_no_migrations")
+                {
                     line = py::strip(line.split_once("...").map_or(line, |(_, rest)| rest));
                 }
                 let test = line.rsplit_once(suffix).map_or(line, |(head, _)| head);
@@ -206,11 +207,26 @@ test_skip_if_db_feature (test_utils.tests.SkippingTestCase) ... ok
         assert_eq!(
             parse_log(LogParser::Django, log),
             map(&[
-                ("test_override_media_root (test_utils.tests.OverrideSettingsTests)", Passed),
-                ("test_override_static_url (test_utils.tests.OverrideSettingsTests)", Passed),
-                ("test_urlconf_cache (test_utils.tests.OverrideSettingsTests)", Passed),
-                ("test_allowed_hosts (test_utils.tests.SetupTestEnvironmentTests)", Passed),
-                ("test_skip_if_db_feature (test_utils.tests.SkippingTestCase)", Passed),
+                (
+                    "test_override_media_root (test_utils.tests.OverrideSettingsTests)",
+                    Passed
+                ),
+                (
+                    "test_override_static_url (test_utils.tests.OverrideSettingsTests)",
+                    Passed
+                ),
+                (
+                    "test_urlconf_cache (test_utils.tests.OverrideSettingsTests)",
+                    Passed
+                ),
+                (
+                    "test_allowed_hosts (test_utils.tests.SetupTestEnvironmentTests)",
+                    Passed
+                ),
+                (
+                    "test_skip_if_db_feature (test_utils.tests.SkippingTestCase)",
+                    Passed
+                ),
             ])
         );
     }
@@ -225,7 +241,10 @@ If form data is provided, a parent's auto-generated alternate key is ... ok
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[("If form data is provided, a parent's auto-generated alternate key is", Passed)])
+            map(&[(
+                "If form data is provided, a parent's auto-generated alternate key is",
+                Passed
+            )])
         );
     }
 
@@ -281,7 +300,10 @@ Applying sites.0002_alter_domain_unique...test_no_migrations (migrations.test_lo
             parse_log(LogParser::Django, log),
             map(&[
                 ("--version is equivalent to version", Passed),
-                ("test_no_migrations (migrations.test_loader.LoaderTests)", Passed),
+                (
+                    "test_no_migrations (migrations.test_loader.LoaderTests)",
+                    Passed
+                ),
             ])
         );
     }
@@ -321,7 +343,8 @@ ok
         // The third wants "(0 silenced)\nok" without Django's period, so it
         // misses real output, as in the reference.
         assert!(matched(&WRAPPED_OK[2]).is_empty());
-        assert!(WRAPPED_OK[2].is_match("t (m.C) ... System check identified no issues (0 silenced)\nok"));
+        assert!(WRAPPED_OK[2]
+            .is_match("t (m.C) ... System check identified no issues (0 silenced)\nok"));
     }
 
     #[test]
@@ -336,6 +359,9 @@ ok
             parse_log(LogParser::Django, log),
             map(&[("test_a (m.C)", Passed), ("test_b", Error)])
         );
-        assert_eq!(parse_log_raw(LogParser::Django, DJANGO_311).reference_error, None);
+        assert_eq!(
+            parse_log_raw(LogParser::Django, DJANGO_311).reference_error,
+            None
+        );
     }
 }

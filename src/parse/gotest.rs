@@ -10,9 +10,8 @@ use super::{py, RawParse, TestStatus};
 /// `^--- (PASS|FAIL|SKIP): (.+) \((.+)\)$` on the stripped line, so indented
 /// subtest results count and the name keeps its `/subtest` path. Greedy: the
 /// name runs to the last ` (`.
-static RESULT_LINE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^--- (PASS|FAIL|SKIP): (.+) \((.+)\)$").expect("valid regex")
-});
+static RESULT_LINE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^--- (PASS|FAIL|SKIP): (.+) \((.+)\)$").expect("valid regex"));
 
 pub(crate) fn parse_gotest(log: &str) -> RawParse {
     let mut out = RawParse::default();
@@ -84,6 +83,9 @@ FAIL
     #[test]
     fn gotest_greedy_name_and_required_duration() {
         let log = "--- PASS: TestX (a) (0.01s)\r\n--- FAIL: TestNoTime\n--- PASS:  (0.00s)\n";
-        assert_eq!(parse_log(LogParser::GoTest, log), map(&[("TestX (a)", Passed)]));
+        assert_eq!(
+            parse_log(LogParser::GoTest, log),
+            map(&[("TestX (a)", Passed)])
+        );
     }
 }

@@ -248,7 +248,10 @@ mod tests {
     fn names_round_trip() {
         for p in LogParser::ALL {
             assert_eq!(p.name().parse::<LogParser>(), Ok(*p));
-            assert_eq!(format!("parse_log_{}", p.name()).parse::<LogParser>(), Ok(*p));
+            assert_eq!(
+                format!("parse_log_{}", p.name()).parse::<LogParser>(),
+                Ok(*p)
+            );
             assert_eq!(p.to_string(), p.name());
         }
         assert_eq!(LogParser::ALL.len(), 10);
@@ -269,9 +272,17 @@ mod tests {
     #[test]
     fn unknown_parser_lists_valid_names() {
         let err = "parse_log_jest".parse::<LogParser>().unwrap_err();
-        assert_eq!(err, UnknownParser { name: "parse_log_jest".into() });
+        assert_eq!(
+            err,
+            UnknownParser {
+                name: "parse_log_jest".into()
+            }
+        );
         let msg = err.to_string();
-        assert!(msg.starts_with("unknown log parser \"parse_log_jest\"; valid names: pytest, "), "{msg}");
+        assert!(
+            msg.starts_with("unknown log parser \"parse_log_jest\"; valid names: pytest, "),
+            "{msg}"
+        );
         for p in LogParser::ALL {
             assert!(msg.contains(p.name()), "{msg}");
         }
@@ -283,13 +294,19 @@ mod tests {
 
     #[test]
     fn serde_uses_the_names() {
-        assert_eq!(serde_json::to_string(&LogParser::PytestV2).unwrap(), "\"pytest_v2\"");
+        assert_eq!(
+            serde_json::to_string(&LogParser::PytestV2).unwrap(),
+            "\"pytest_v2\""
+        );
         let p: LogParser = serde_json::from_str("\"parse_log_django\"").unwrap();
         assert_eq!(p, LogParser::Django);
         let p: LogParser = serde_yaml_ng::from_str("pytest").unwrap();
         assert_eq!(p, LogParser::Pytest);
         let err = serde_json::from_str::<LogParser>("\"nose\"").unwrap_err();
-        assert!(err.to_string().contains("unknown log parser \"nose\""), "{err}");
+        assert!(
+            err.to_string().contains("unknown log parser \"nose\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -350,28 +367,5 @@ mod tests {
                 let _ = parse_log(*p, &s.repeat(3));
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tmp_differential {
-    #[test]
-    #[ignore]
-    fn dump() {
-        use super::*;
-        let cases: Vec<String> =
-            serde_json::from_str(&std::fs::read_to_string("/tmp/diff/cases.json").unwrap()).unwrap();
-        let mut out = serde_json::Map::new();
-        for p in LogParser::ALL {
-            let v: Vec<serde_json::Value> = cases
-                .iter()
-                .map(|c| {
-                    let r = parse_log_raw(*p, c);
-                    serde_json::json!({"map": r.statuses, "error": r.reference_error})
-                })
-                .collect();
-            out.insert(p.name().to_string(), serde_json::Value::Array(v));
-        }
-        std::fs::write("/tmp/diff/our_out.json", serde_json::to_string(&out).unwrap()).unwrap();
     }
 }

@@ -40,7 +40,10 @@ mod tests {
     fn file_separators_are_python_whitespace() {
         // "\x1f" splits in Python ("a\x1fb".split() == ["a", "b"]) but not in
         // Rust's split_whitespace.
-        assert_eq!(split("PASSED\x1fa  b\t").collect::<Vec<_>>(), ["PASSED", "a", "b"]);
+        assert_eq!(
+            split("PASSED\x1fa  b\t").collect::<Vec<_>>(),
+            ["PASSED", "a", "b"]
+        );
         assert_eq!(strip("\x1c x \u{3000}"), "x");
         assert_eq!(lstrip("\x1d ok "), "ok ");
         // NUL and DEL are not whitespace in Python either.

@@ -256,15 +256,33 @@ FAILED tests/test_demo.py::test_param_space[x - y] - AssertionError: assert '...
     #[test]
     fn pytest_options_real_summary() {
         let got = parse_log(LogParser::PytestOptions, SUMMARY);
-        assert_eq!(got.get("tests/test_demo.py::test_path[/b.py]"), Some(&Passed));
+        assert_eq!(
+            got.get("tests/test_demo.py::test_path[/b.py]"),
+            Some(&Passed)
+        );
         assert_eq!(got.get("tests/test_demo.py::test_path[/tmp/a/b.py]"), None);
         // `//` and `*` keep the whole option; a relative path is untouched.
-        assert_eq!(got.get("tests/test_demo.py::test_path[//net/share]"), Some(&Passed));
-        assert_eq!(got.get("tests/test_demo.py::test_path[/tmp/*.py]"), Some(&Passed));
-        assert_eq!(got.get("tests/test_demo.py::test_path[rel/c.py]"), Some(&Passed));
+        assert_eq!(
+            got.get("tests/test_demo.py::test_path[//net/share]"),
+            Some(&Passed)
+        );
+        assert_eq!(
+            got.get("tests/test_demo.py::test_path[/tmp/*.py]"),
+            Some(&Passed)
+        );
+        assert_eq!(
+            got.get("tests/test_demo.py::test_path[rel/c.py]"),
+            Some(&Passed)
+        );
         // Still truncated at the space; no `]` so the option rule is skipped.
-        assert_eq!(got.get("tests/test_demo.py::test_param_space[a"), Some(&Passed));
-        assert_eq!(got.get("tests/test_demo.py::test_param_space[x"), Some(&Failed));
+        assert_eq!(
+            got.get("tests/test_demo.py::test_param_space[a"),
+            Some(&Passed)
+        );
+        assert_eq!(
+            got.get("tests/test_demo.py::test_param_space[x"),
+            Some(&Failed)
+        );
         assert_eq!(got.len(), 12);
     }
 
@@ -357,14 +375,24 @@ PASSED lib/matplotlib/tests/test_backend_bases.py::test_interactive_zoom
         assert_eq!(
             parse_log(LogParser::Matplotlib, log),
             map(&[
-                ("lib/matplotlib/tests/test_widgets.py::test_span_selector_drag[1]", Passed),
-                ("lib/matplotlib/tests/test_widgets.py::test_lasso[3-x]", Failed),
-                ("lib/matplotlib/tests/test_backend_bases.py::test_interactive_zoom", Passed),
+                (
+                    "lib/matplotlib/tests/test_widgets.py::test_span_selector_drag[1]",
+                    Passed
+                ),
+                (
+                    "lib/matplotlib/tests/test_widgets.py::test_lasso[3-x]",
+                    Failed
+                ),
+                (
+                    "lib/matplotlib/tests/test_backend_bases.py::test_interactive_zoom",
+                    Passed
+                ),
             ])
         );
         // Plain pytest keeps the enum spelling.
-        assert!(parse_log(LogParser::Pytest, log)
-            .contains_key("lib/matplotlib/tests/test_widgets.py::test_span_selector_drag[MouseButton.LEFT]"));
+        assert!(parse_log(LogParser::Pytest, log).contains_key(
+            "lib/matplotlib/tests/test_widgets.py::test_span_selector_drag[MouseButton.LEFT]"
+        ));
     }
 
     #[test]
@@ -382,7 +410,10 @@ PASSED lib/matplotlib/tests/test_backend_bases.py::test_interactive_zoom
                 ("tests/test_demo.py::TestCls::test_method", Passed),
                 // Not cut at " - " (only FAILED is), so the message stays.
                 ("tests/test_demo.py::test_xfail - known bug", Xfail),
-                ("tests/test_demo.py::test_error - RuntimeError: fixture broke", Error),
+                (
+                    "tests/test_demo.py::test_error - RuntimeError: fixture broke",
+                    Error
+                ),
                 ("tests/test_demo.py::test_fail", Failed),
                 // Cut at the first " - ", which is inside the id here.
                 ("tests/test_demo.py::test_param_space[x", Failed),
@@ -440,7 +471,10 @@ assert 1 == 2
             map(&[
                 ("tests/test_demo.py::test_param_space[a b]", Passed),
                 ("tests/test_demo.py::test_fail", Failed),
-                ("tests/test_demo.py::test_error - RuntimeError: fixture broke", Error),
+                (
+                    "tests/test_demo.py::test_error - RuntimeError: fixture broke",
+                    Error
+                ),
             ])
         );
         // Plain pytest does not strip colour: the line starts with ESC.
@@ -453,14 +487,23 @@ assert 1 == 2
         let cases: [(&str, &[(&str, TestStatus)]); 5] = [
             (
                 "PASSED astropy/units/tests/test_format.py::test_unicode[m⁻\u{b9}-unit3 extra]",
-                &[("astropy/units/tests/test_format.py::test_unicode[m⁻\u{b9}-unit3 extra]", Passed)],
+                &[(
+                    "astropy/units/tests/test_format.py::test_unicode[m⁻\u{b9}-unit3 extra]",
+                    Passed,
+                )],
             ),
-            ("tests/test_a.py::test_x[a b] PASSED", &[("tests/test_a.py::test_x[a b]", Passed)]),
+            (
+                "tests/test_a.py::test_x[a b] PASSED",
+                &[("tests/test_a.py::test_x[a b]", Passed)],
+            ),
             (
                 "FAILED tests/test_a.py::test_x[a b] - AssertionError: expected 1 got 2",
                 &[("tests/test_a.py::test_x[a b]", Failed)],
             ),
-            ("PASSED\nFAILED\ntests/test_a.py::test_y PASSED", &[("tests/test_a.py::test_y", Passed)]),
+            (
+                "PASSED\nFAILED\ntests/test_a.py::test_y PASSED",
+                &[("tests/test_a.py::test_y", Passed)],
+            ),
             (
                 "\x1b[32mPASSED\x1b[0m tests/test_a.py::\x1b[1mtest_z\x1b[0m",
                 &[("tests/test_a.py::test_z", Passed)],
@@ -475,15 +518,15 @@ assert 1 == 2
     fn pytest_v2_control_and_fragment_quirks() {
         // Tab is a control character and is deleted, gluing tokens; `[5m`
         // inside an id is taken for a colour code; runs of spaces collapse.
-        let log = "PASSED\tt.py::a\nPASSED t.py::b[5m]\nPASSED t.py::c[x  y]\n\x1b[1;31mFAILED t.py::d\n";
+        let log =
+            "PASSED\tt.py::a\nPASSED t.py::b[5m]\nPASSED t.py::c[x  y]\n\x1b[1;31mFAILED t.py::d\n";
         let raw = parse_pytest_v2(log).statuses;
-        let want: Vec<(&str, &str)> = vec![
-            ("t.py::b]", "PASSED"),
-            ("t.py::c[x y]", "PASSED"),
-        ];
+        let want: Vec<(&str, &str)> = vec![("t.py::b]", "PASSED"), ("t.py::c[x y]", "PASSED")];
         assert_eq!(
             raw,
-            want.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+            want.into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
         );
     }
 

@@ -118,7 +118,10 @@ DO *NOT* COMMIT!
                 // Headers: `path.py:` + the rest, so failures keep a colon.
                 ("sympy/zzdemo/tests/test_demo.py:test_errors", Failed),
                 ("sympy/zzdemo/tests/test_demo.py::test_fails", Failed),
-                ("sympy/zzdemo/tests/test_demo.py::test_last_one_fails", Failed),
+                (
+                    "sympy/zzdemo/tests/test_demo.py::test_last_one_fails",
+                    Failed
+                ),
                 // `test_last_one_fails F ... [FAIL]`, the xfail (`f`) and the
                 // skip (`s`) lines are not recorded.
             ])
@@ -154,7 +157,10 @@ test_last_ok ok                                                           [OK]
         let log = "  /testbed/sympy/core/basic.py:12: SymPyDeprecationWarning: old\n";
         assert_eq!(
             parse_log(LogParser::Sympy, log),
-            map(&[(" /testbed/sympy/core/basic.py:12: SymPyDeprecationWarning:", Failed)])
+            map(&[(
+                " /testbed/sympy/core/basic.py:12: SymPyDeprecationWarning:",
+                Failed
+            )])
         );
         // A header whose name has no surrounding space does not match.
         assert!(parse_log(LogParser::Sympy, "____sympy/a.py:test_x____").is_empty());

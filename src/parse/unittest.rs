@@ -29,9 +29,8 @@ use super::{RawParse, TestStatus};
 
 /// `name (class)` at the start of a line, with 3.11's two-space indent for
 /// subtests; group 4 is whatever follows.
-static DESCRIPTION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(  )?([^\s()]+) \(([^\s()]+)\)(.*)$").expect("valid regex")
-});
+static DESCRIPTION: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(  )?([^\s()]+) \(([^\s()]+)\)(.*)$").expect("valid regex"));
 
 /// Closing-report headers and the status each one means.
 const REPORT_HEADERS: [(&str, TestStatus); 3] = [
@@ -54,7 +53,8 @@ fn description(line: &str) -> Option<Description<'_>> {
     let name = caps.get(2)?.as_str();
     let class = caps.get(3)?.as_str();
     let rest = caps.get(4).map_or("", |m| m.as_str());
-    // 3.11+ prints `module.Class.name`; <= 3.10 `module.Class`.
+    // 3.11+ prints `module.Class.name`; <= 3.10 `module.Class`. (A <= 3.10
+    // method named like its own class would be taken for the 3.11 form.)
     let id = match class.strip_suffix(name).and_then(|c| c.strip_suffix('.')) {
         Some(c) if !c.is_empty() => class.to_owned(),
         _ => format!("{class}.{name}"),
@@ -362,7 +362,10 @@ FAIL: test_subtests (pkg.test_demo.Basic) (i=1)
 Ran 12 tests in 0.001s
 ";
         let mut want = expected_demo();
-        want.insert("test_utils.tests.OverrideSettingsTests.test_override_media_root".into(), Passed);
+        want.insert(
+            "test_utils.tests.OverrideSettingsTests.test_override_media_root".into(),
+            Passed,
+        );
         assert_eq!(parse_log(LogParser::Unittest, log), want);
     }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::parse::Section;
 use super::safety::MODE_SYMLINK;
-use super::{fuzzy, normalise, ApplyStrategy, PatchError};
+use super::{fuzzy, normalise, safety, ApplyStrategy, PatchError};
 
 fn io_err(path: &Path, source: std::io::Error) -> PatchError {
     PatchError::Io {
@@ -147,7 +147,10 @@ fn write_state(full: &Path, s: &FileState, perms: Option<u32>) -> Result<(), Pat
         return std::os::unix::fs::symlink(target, full).map_err(|e| io_err(full, e));
     }
     fs::write(full, &s.content).map_err(|e| io_err(full, e))?;
-    let cur = fs::metadata(full).map_err(|e| io_err(full, e))?.permissions().mode();
+    let cur = fs::metadata(full)
+        .map_err(|e| io_err(full, e))?
+        .permissions()
+        .mode();
     let mode = match perms {
         Some(p) => p,
         // Like git: executable means +x wherever the file is readable.
@@ -182,8 +185,56 @@ fn touched_paths(sections: &[Section], text: &str) -> Vec<String> {
     out
 }
 
+/// Aligns modes the patch only implies with the worktree, as git apply does
+/// (it warns, libgit2 refuses): `deleted file mode` (normalisation writes
+/// 100644 when the input only had `+++ /dev/null`), and the mode on an
+/// `index` line of a plain modification (models copy `100644` there for
+/// executables too).
+fn align_modes(workdir: &Path, sections: &[Section]) -> Vec<Section> {
+    let mut out = sections.to_vec();
+    for s in &mut out {
+        let plain_modify = s.index_mode.is_some()
+            && s.old_mode.is_none()
+            && s.new_mode.is_none()
+            && !s.is_added()
+            && !s.is_deleted()
+            && s.old_path == s.new_path;
+        if !(s.is_deleted() || plain_modify) {
+            continue;
+        }
+        let Some(Ok(Some(st))) = s.old_path.as_deref().map(|p| read_state(workdir, p)) else {
+            continue;
+        };
+        if s.is_deleted() && s.deleted_file_mode != Some(st.mode) {
+            let line = format!("deleted file mode {:o}", st.mode);
+            for e in s
+                .ext
+                .iter_mut()
+                .filter(|e| e.starts_with("deleted file mode "))
+            {
+                e.clone_from(&line);
+            }
+            s.deleted_file_mode = Some(st.mode);
+        }
+        if plain_modify && s.index_mode != Some(st.mode) {
+            for e in s.ext.iter_mut().filter(|e| e.starts_with("index ")) {
+                if let Some((hashes, _)) = e.rsplit_once(' ') {
+                    *e = format!("{hashes} {:o}", st.mode);
+                }
+            }
+            s.index_mode = Some(st.mode);
+        }
+    }
+    out
+}
+
 pub(crate) fn apply(workdir: &Path, sections: &[Section]) -> Result<ApplyStrategy, PatchError> {
+    let sections = &align_modes(workdir, sections);
     let text = normalise::emit(sections);
+    // Alignment changed headers: check again what libgit2 will now read.
+    safety::check_sections(sections)?;
+    safety::check_git2(&text)?;
+    safety::check_disk(workdir, sections)?;
     let repo = git2::Repository::open(workdir)?;
     let workdir = repo
         .workdir()
@@ -220,7 +271,11 @@ type Plan = BTreeMap<String, Option<FileState>>;
 
 /// Computes every touched file's final state in memory; the error says which
 /// file and hunk failed.
-fn plan_fuzzy(repo: &git2::Repository, workdir: &Path, sections: &[Section]) -> Result<Plan, String> {
+fn plan_fuzzy(
+    repo: &git2::Repository,
+    workdir: &Path,
+    sections: &[Section],
+) -> Result<Plan, String> {
     let mut plan: Plan = BTreeMap::new();
     for s in sections {
         let old = s.old_path.as_deref();
@@ -250,12 +305,15 @@ fn plan_fuzzy(repo: &git2::Repository, workdir: &Path, sections: &[Section]) -> 
             let from = old.unwrap_or(new);
             let st = current(&plan, from)?.ok_or_else(|| format!("{from}: file does not exist"))?;
             if from != new && current(&plan, new)?.is_some() {
-                return Err(format!("{new}: cannot rename or copy onto an existing file"));
+                return Err(format!(
+                    "{new}: cannot rename or copy onto an existing file"
+                ));
             }
             Some((from, st))
         };
         let content = if s.binary.is_some() {
-            apply_binary(repo, s, base.as_ref().map(|(p, st)| (*p, st)), new).map_err(|e| format!("{new}: {e}"))?
+            apply_binary(repo, s, base.as_ref().map(|(p, st)| (*p, st)), new)
+                .map_err(|e| format!("{new}: {e}"))?
         } else {
             let empty = Vec::new();
             let pre = base.as_ref().map_or(&empty, |(_, st)| &st.content);
@@ -267,7 +325,9 @@ fn plan_fuzzy(repo: &git2::Repository, workdir: &Path, sections: &[Section]) -> 
             .or(base.as_ref().map(|(_, st)| st.mode))
             .unwrap_or(0o100644);
         if !matches!(mode, 0o100644 | 0o100755 | MODE_SYMLINK) {
-            return Err(format!("{new}: mode {mode:o} is not supported by the fuzzy applier"));
+            return Err(format!(
+                "{new}: mode {mode:o} is not supported by the fuzzy applier"
+            ));
         }
         if s.rename_from.is_some() {
             if let Some((from, _)) = &base {
@@ -333,7 +393,8 @@ fn write_plan(workdir: &Path, plan: &Plan) -> Result<(), PatchError> {
     for (p, st) in plan {
         if let Some(st) = st {
             let full = workdir.join(p);
-            let keep_perms = read_state(workdir, p)?.is_some_and(|old| old.mode == st.mode && st.mode != MODE_SYMLINK);
+            let keep_perms = read_state(workdir, p)?
+                .is_some_and(|old| old.mode == st.mode && st.mode != MODE_SYMLINK);
             let perms = if keep_perms {
                 fs::metadata(&full).ok().map(|m| m.permissions().mode())
             } else {

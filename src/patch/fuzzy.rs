@@ -28,7 +28,11 @@ fn split(content: &[u8]) -> Image<'_> {
         };
     }
     let eol = content.ends_with(b"\n");
-    let body = if eol { &content[..content.len() - 1] } else { content };
+    let body = if eol {
+        &content[..content.len() - 1]
+    } else {
+        content
+    };
     Image {
         lines: body.split(|&b| b == b'\n').collect(),
         eol,
@@ -52,7 +56,11 @@ fn same(a: &[u8], b: &[u8], ws: bool) -> bool {
 }
 
 fn matches_at(img: &Image<'_>, at: usize, want: &[&[u8]], ws: bool) -> bool {
-    at + want.len() <= img.lines.len() && want.iter().enumerate().all(|(k, w)| same(img.lines[at + k], w, ws))
+    at + want.len() <= img.lines.len()
+        && want
+            .iter()
+            .enumerate()
+            .all(|(k, w)| same(img.lines[at + k], w, ws))
 }
 
 /// Where a hunk goes: first file line of the trimmed preimage, context lines
@@ -65,7 +73,12 @@ struct Placement {
 }
 
 fn describe(idx: usize, h: &Hunk) -> String {
-    format!("hunk #{} ({})", idx + 1, h.header().trim_end())
+    format!(
+        "hunk #{} ({}, patch line {})",
+        idx + 1,
+        h.header().trim_end(),
+        h.line_no
+    )
 }
 
 /// Applies `hunks` to `content`; the error names the failing hunk.
@@ -76,7 +89,8 @@ pub(crate) fn apply_hunks(content: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>, Str
     let mut offset: isize = 0;
     let mut eol = img.eol;
     for (idx, h) in hunks.iter().enumerate() {
-        let p = place(&img, h, cursor, offset).map_err(|why| format!("{}: {why}", describe(idx, h)))?;
+        let p =
+            place(&img, h, cursor, offset).map_err(|why| format!("{}: {why}", describe(idx, h)))?;
         let body = trimmed_body(&h.lines, p.lead, p.trail);
         out.extend(img.lines[cursor..p.at].iter().map(|l| l.to_vec()));
         let add_cr = p.ws && wants_cr(&img, p.at, body);
@@ -100,7 +114,12 @@ pub(crate) fn apply_hunks(content: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>, Str
         if k == img.lines.len() && p.trail == 0 {
             // The hunk reaches the end of the file, so its last postimage
             // line decides the final newline.
-            eol = !h.lines.iter().rev().find(|l| l.kind != LineKind::Remove).is_some_and(|l| l.no_eol);
+            eol = !h
+                .lines
+                .iter()
+                .rev()
+                .find(|l| l.kind != LineKind::Remove)
+                .is_some_and(|l| l.no_eol);
         }
         offset = p.at as isize - p.lead as isize - (h.old_start as isize - 1);
         cursor = k;
@@ -148,11 +167,19 @@ fn place(img: &Image<'_>, h: &Hunk, cursor: usize, offset: isize) -> Result<Plac
             ws: false,
         });
     }
-    let lead_ctx = h.lines.iter().take_while(|l| l.kind == LineKind::Context).count();
+    let lead_ctx = h
+        .lines
+        .iter()
+        .take_while(|l| l.kind == LineKind::Context)
+        .count();
     let trail_ctx = if lead_ctx == h.lines.len() {
         0
     } else {
-        h.lines.iter().rev().take_while(|l| l.kind == LineKind::Context).count()
+        h.lines
+            .iter()
+            .rev()
+            .take_while(|l| l.kind == LineKind::Context)
+            .count()
     };
     let has_change = h.lines.iter().any(|l| l.kind != LineKind::Context);
     let expected = (h.old_start as isize - 1 + offset).max(0) as usize;
@@ -182,12 +209,18 @@ fn place(img: &Image<'_>, h: &Hunk, cursor: usize, offset: isize) -> Result<Plac
                 if has_change && matches_at(img, at, post_t, ws) && post_t.len() > want.len() {
                     return Err("already applied (its added lines are already there)".into());
                 }
-                return Ok(Placement { at, lead, trail, ws });
+                return Ok(Placement {
+                    at,
+                    lead,
+                    trail,
+                    ws,
+                });
             }
         }
     }
     let last = img.lines.len().saturating_sub(post.len());
-    if has_change && !post.is_empty() && (cursor..=last).any(|at| matches_at(img, at, &post, true)) {
+    if has_change && !post.is_empty() && (cursor..=last).any(|at| matches_at(img, at, &post, true))
+    {
         return Err("already applied (its result is already in the file)".into());
     }
     Err("context and removed lines not found".into())
@@ -196,5 +229,9 @@ fn place(img: &Image<'_>, h: &Hunk, cursor: usize, offset: isize) -> Result<Plac
 /// Lines of a hunk without those of kind `skip`: the preimage skips added
 /// lines, the postimage skips removed ones.
 fn pick(lines: &[HunkLine], skip: LineKind) -> Vec<&[u8]> {
-    lines.iter().filter(|l| l.kind != skip).map(|l| l.text.as_bytes()).collect()
+    lines
+        .iter()
+        .filter(|l| l.kind != skip)
+        .map(|l| l.text.as_bytes())
+        .collect()
 }

@@ -88,7 +88,7 @@ pub enum ApplyStrategy {
 impl Patch {
     /// Normalise then parse headers; errors on text that holds no diff.
     pub fn parse(raw: &str) -> Result<Patch, PatchError> {
-        let sections = read(raw)?;
+        let sections = read_sections(raw)?;
         let files = sections.iter().map(file_change).collect();
         Ok(Patch {
             text: normalise::emit(&sections),
@@ -99,7 +99,7 @@ impl Patch {
     /// Refuses paths that escape the tree (absolute, `..`, `.git`) and
     /// symlinks whose target does, as we and libgit2 read the headers.
     pub fn check_safe(&self) -> Result<(), PatchError> {
-        let sections = read(&self.text)?;
+        let sections = read_sections(&self.text)?;
         safety::check_sections(&sections)?;
         safety::check_git2(&normalise::emit(&sections))
     }
@@ -117,7 +117,7 @@ impl Patch {
 /// the worktree is as before. Runs [`Patch::check_safe`] and worktree checks
 /// (no writing below a symlink) first, so an unsafe patch writes nothing.
 pub fn apply(workdir: &Path, patch: &Patch) -> Result<ApplyStrategy, PatchError> {
-    let sections = read(&patch.text)?;
+    let sections = read_sections(&patch.text)?;
     safety::check_sections(&sections)?;
     safety::check_git2(&normalise::emit(&sections))?;
     safety::check_disk(workdir, &sections)?;
@@ -137,7 +137,7 @@ pub fn normalise(raw: &str) -> String {
     }
 }
 
-fn read(raw: &str) -> Result<Vec<parse::Section>, PatchError> {
+pub(crate) fn read_sections(raw: &str) -> Result<Vec<parse::Section>, PatchError> {
     parse::parse_sections(&parse::clean_lines(raw)?)
 }
 

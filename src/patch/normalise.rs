@@ -24,8 +24,16 @@ pub(crate) fn emit(sections: &[Section]) -> String {
 }
 
 fn emit_section(s: &Section, out: &mut String) {
-    let old = s.old_path.as_deref().or(s.new_path.as_deref()).unwrap_or("");
-    let new = s.new_path.as_deref().or(s.old_path.as_deref()).unwrap_or("");
+    let old = s
+        .old_path
+        .as_deref()
+        .or(s.new_path.as_deref())
+        .unwrap_or("");
+    let new = s
+        .new_path
+        .as_deref()
+        .or(s.old_path.as_deref())
+        .unwrap_or("");
     out.push_str(&format!(
         "diff --git {} {}\n",
         quote(&format!("a/{old}")),
@@ -35,7 +43,10 @@ fn emit_section(s: &Section, out: &mut String) {
         out.push_str(e);
         out.push('\n');
     }
-    if !s.hunks.is_empty() {
+    // libgit2 cannot parse git's own output for an empty new or deleted
+    // file (the header ends at `index`); a `---`/`+++` pair fixes that.
+    let empty_add_del = s.binary.is_none() && (s.is_added() || s.is_deleted());
+    if !s.hunks.is_empty() || empty_add_del {
         let o = s
             .old_path
             .as_ref()

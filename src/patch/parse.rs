@@ -160,10 +160,7 @@ pub(crate) fn clean_lines(raw: &str) -> Result<Vec<SrcLine>, PatchError> {
 fn is_section_start(lines: &[SrcLine], i: usize) -> bool {
     let t = &lines[i].text;
     t.starts_with("diff --git ")
-        || (t.starts_with("--- ")
-            && lines
-                .get(i + 1)
-                .is_some_and(|n| n.text.starts_with("+++ ")))
+        || (t.starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.text.starts_with("+++ ")))
 }
 
 /// True for a line that can continue a hunk body (an empty line counts: it is
@@ -228,13 +225,18 @@ fn parse_mode(s: &str, line: usize) -> Result<u32, PatchError> {
     if s.is_empty() || s.len() > 7 {
         return Err(malformed(line, format!("bad file mode '{s}'")));
     }
-    u32::from_str_radix(s, 8).map_err(|_| malformed(line, format!("bad file mode '{s}'")))
+    // Only modes git writes; libgit2 (and git2's bindings) choke on others.
+    match u32::from_str_radix(s, 8) {
+        Ok(m @ (0o100644 | 0o100664 | 0o100755 | 0o120000 | 0o160000)) => Ok(m),
+        _ => Err(malformed(line, format!("bad file mode '{s}'"))),
+    }
 }
 
 fn parse_git_section(lines: &[SrcLine], start: usize) -> Result<(Section, usize), PatchError> {
     let head = &lines[start];
     let rest = &head.text["diff --git ".len()..];
-    let (ga, gb) = split_git_line(rest).ok_or_else(|| malformed(head.no, "unreadable diff --git paths"))?;
+    let (ga, gb) =
+        split_git_line(rest).ok_or_else(|| malformed(head.no, "unreadable diff --git paths"))?;
     let mut sec = Section {
         line_no: head.no,
         ..Section::default()
@@ -268,24 +270,38 @@ fn parse_git_section(lines: &[SrcLine], start: usize) -> Result<(Section, usize)
         sec.ext.push(t.to_string());
         i += 1;
     }
-    for p in [&sec.rename_from, &sec.rename_to, &sec.copy_from, &sec.copy_to]
-        .into_iter()
-        .flatten()
+    for p in [
+        &sec.rename_from,
+        &sec.rename_to,
+        &sec.copy_from,
+        &sec.copy_to,
+    ]
+    .into_iter()
+    .flatten()
     {
         sec.raw_paths.push(p.clone());
     }
     if sec.rename_from.is_some() != sec.rename_to.is_some() {
-        return Err(malformed(head.no, "rename needs both 'rename from' and 'rename to'"));
+        return Err(malformed(
+            head.no,
+            "rename needs both 'rename from' and 'rename to'",
+        ));
     }
     if sec.copy_from.is_some() != sec.copy_to.is_some() {
-        return Err(malformed(head.no, "copy needs both 'copy from' and 'copy to'"));
+        return Err(malformed(
+            head.no,
+            "copy needs both 'copy from' and 'copy to'",
+        ));
     }
     if sec.new_file_mode.is_some() && sec.deleted_file_mode.is_some() {
         return Err(malformed(head.no, "file is both new and deleted"));
     }
 
     let mut dashes: Option<(Option<String>, Option<String>)> = None;
-    if i + 1 < lines.len() && lines[i].text.starts_with("--- ") && lines[i + 1].text.starts_with("+++ ") {
+    if i + 1 < lines.len()
+        && lines[i].text.starts_with("--- ")
+        && lines[i + 1].text.starts_with("+++ ")
+    {
         let o = dash_path(&lines[i].text[4..], lines[i].no)?;
         let n = dash_path(&lines[i + 1].text[4..], lines[i + 1].no)?;
         sec.raw_paths.extend(o.iter().cloned());
@@ -338,6 +354,18 @@ fn parse_git_section(lines: &[SrcLine], start: usize) -> Result<(Section, usize)
         sec.new_path = None;
         if sec.old_path.is_none() {
             sec.old_path = Some(fix(&ga));
+        }
+    }
+    // libgit2 refuses ---/+++ names that disagree with the rename/copy
+    // lines; say so here rather than guess which one is meant.
+    let moved = sec.rename_from.as_ref().zip(sec.rename_to.as_ref());
+    let copied = sec.copy_from.as_ref().zip(sec.copy_to.as_ref());
+    if let (Some((f, t)), Some((o, n))) = (moved.or(copied), &dashes) {
+        if o.as_deref().map(fix).as_ref() != Some(f) || n.as_deref().map(fix).as_ref() != Some(t) {
+            return Err(malformed(
+                head.no,
+                "---/+++ paths do not match the rename or copy lines",
+            ));
         }
     }
     if let (Some(f), Some(t)) = (&sec.rename_from, &sec.rename_to) {
@@ -393,7 +421,11 @@ fn parse_plain_section(lines: &[SrcLine], start: usize) -> Result<(Section, usiz
                     p.len(),
                 )
             };
-            let pick = if key(b) < key(a) { b.clone() } else { a.clone() };
+            let pick = if key(b) < key(a) {
+                b.clone()
+            } else {
+                a.clone()
+            };
             old = Some(pick.clone());
             new = Some(pick);
         }
@@ -424,7 +456,9 @@ fn validate(sec: &mut Section) -> Result<(), PatchError> {
         }
         renumber(&mut sec.hunks);
     }
-    if sec.old_path.as_deref().is_some_and(str::is_empty) || sec.new_path.as_deref().is_some_and(str::is_empty) {
+    if sec.old_path.as_deref().is_some_and(str::is_empty)
+        || sec.new_path.as_deref().is_some_and(str::is_empty)
+    {
         return Err(malformed(l, "empty path"));
     }
     let mode_change = matches!((sec.old_mode, sec.new_mode), (Some(a), Some(b)) if a != b);
@@ -436,7 +470,10 @@ fn validate(sec: &mut Section) -> Result<(), PatchError> {
         && sec.rename_from.is_none()
         && sec.copy_from.is_none()
     {
-        return Err(malformed(l, format!("no changes for '{}'", sec.display_path())));
+        return Err(malformed(
+            l,
+            format!("no changes for '{}'", sec.display_path()),
+        ));
     }
     if sec.is_added() && sec.hunks.iter().any(|h| h.old_len != 0) {
         return Err(malformed(l, "new file with hunks that remove lines"));
@@ -455,7 +492,9 @@ fn take_binary(lines: &[SrcLine], start: usize) -> Result<(Vec<String>, usize), 
     let mut blocks = 0;
     while i < lines.len() && blocks < 2 {
         let t = lines[i].text.as_str();
-        let is_block = t.strip_prefix("literal ").or_else(|| t.strip_prefix("delta "));
+        let is_block = t
+            .strip_prefix("literal ")
+            .or_else(|| t.strip_prefix("delta "));
         let Some(size) = is_block else { break };
         if size.trim().parse::<u64>().is_err() {
             return Err(malformed(lines[i].no, "bad binary block size"));
@@ -503,7 +542,8 @@ fn parse_hunks(lines: &[SrcLine], mut i: usize) -> Result<(Vec<Hunk>, usize), Pa
             if t.starts_with("diff --git ") || t.starts_with("@@") || !is_body_line(t) {
                 break;
             }
-            if t.starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.text.starts_with("+++ ")) {
+            if t.starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.text.starts_with("+++ "))
+            {
                 // `--- x` then `+++ y` is the next file's header unless the
                 // declared counts say this hunk still needs lines (a removed
                 // `-- x` followed by an added `++ y`); an `@@` right after the
@@ -537,7 +577,10 @@ fn parse_hunks(lines: &[SrcLine], mut i: usize) -> Result<(Vec<Hunk>, usize), Pa
             && !lines[j].text.starts_with("@@")
             && !lines[j].text.starts_with("diff --git ")
             && !is_section_start(lines, j);
-        if junk && !is_fence(&lines[j].text) && declared.is_some_and(|(d_o, d_n)| o < d_o || n < d_n) {
+        if junk
+            && !is_fence(&lines[j].text)
+            && declared.is_some_and(|(d_o, d_n)| o < d_o || n < d_n)
+        {
             // The body stopped at text while the header promised more lines.
             // If diff-looking lines follow, a line lost its prefix; skipping
             // the rest as prose would silently drop changes.
@@ -564,7 +607,9 @@ fn parse_hunks(lines: &[SrcLine], mut i: usize) -> Result<(Vec<Hunk>, usize), Pa
                     // `\ No newline at end of file` (its text may be localised).
                     match hl.last_mut() {
                         Some(last) => last.no_eol = true,
-                        None => return Err(malformed(*no, "no-newline marker with no line before it")),
+                        None => {
+                            return Err(malformed(*no, "no-newline marker with no line before it"))
+                        }
                     }
                     continue;
                 }
@@ -706,7 +751,9 @@ fn dash_path(rest: &str, line: usize) -> Result<Option<String>, PatchError> {
 /// Path on a `rename from`/`copy to` line: unprefixed, maybe quoted.
 fn header_path(val: &str, line: usize) -> Result<String, PatchError> {
     let p = if val.starts_with('"') {
-        unquote(val).ok_or_else(|| malformed(line, "bad quoted path"))?.0
+        unquote(val)
+            .ok_or_else(|| malformed(line, "bad quoted path"))?
+            .0
     } else {
         val.to_string()
     };
@@ -743,7 +790,10 @@ fn split_git_line(rest: &str) -> Option<(String, String)> {
         let (a, b) = halves(k);
         return Some((a.to_string(), b.to_string()));
     }
-    if let Some(&k) = spaces.iter().find(|&&k| rest[..k].starts_with("a/") && rest[k + 1..].starts_with("b/")) {
+    if let Some(&k) = spaces
+        .iter()
+        .find(|&&k| rest[..k].starts_with("a/") && rest[k + 1..].starts_with("b/"))
+    {
         let (a, b) = halves(k);
         return Some((a.to_string(), b.to_string()));
     }
@@ -833,7 +883,9 @@ pub(crate) fn unquote(s: &str) -> Option<(String, &str)> {
 /// Quotes a path the way git does when it holds bytes a reader could split
 /// on or misread; spaces are quoted too so libgit2 splits `diff --git` right.
 pub(crate) fn quote(p: &str) -> String {
-    let needs = p.bytes().any(|c| c < 0x21 || c == b'"' || c == b'\\' || c >= 0x7f);
+    let needs = p
+        .bytes()
+        .any(|c| c < 0x21 || c == b'"' || c == b'\\' || c >= 0x7f);
     if !needs {
         return p.to_string();
     }

@@ -94,7 +94,10 @@ fn check_symlink_section(s: &Section, is_link: &dyn Fn(&str) -> bool) -> Result<
         return Ok(());
     };
     if s.binary.is_some() {
-        return Err(unsafe_path(path, "symlink with a binary target that cannot be checked"));
+        return Err(unsafe_path(
+            path,
+            "symlink with a binary target that cannot be checked",
+        ));
     }
     let old = s.effective_old_mode();
     if old.is_some() && old != Some(MODE_SYMLINK) {
@@ -115,7 +118,11 @@ fn check_symlink_section(s: &Section, is_link: &dyn Fn(&str) -> bool) -> Result<
 /// Resolves `target` lexically from the directory of `link` and refuses it if
 /// it leaves the tree. Stepping `..` out of a directory that is itself a
 /// symlink is refused too, since the real parent is then elsewhere.
-pub(crate) fn check_link_target(link: &str, target: &str, is_link: &dyn Fn(&str) -> bool) -> Result<(), PatchError> {
+pub(crate) fn check_link_target(
+    link: &str,
+    target: &str,
+    is_link: &dyn Fn(&str) -> bool,
+) -> Result<(), PatchError> {
     let reason = |r: &str| unsafe_path(link, format!("symlink target '{target}' {r}"));
     if target.is_empty() {
         return Err(reason("is empty"));
@@ -156,7 +163,9 @@ pub(crate) fn check_git2(text: &str) -> Result<(), PatchError> {
     };
     for (i, delta) in diff.deltas().enumerate() {
         for f in [delta.old_file(), delta.new_file()] {
-            let Some(bytes) = f.path_bytes() else { continue };
+            let Some(bytes) = f.path_bytes() else {
+                continue;
+            };
             let p = String::from_utf8_lossy(bytes);
             check_path(&p, true)?;
         }
@@ -170,12 +179,17 @@ pub(crate) fn check_git2(text: &str) -> Result<(), PatchError> {
                 return Err(unsafe_path(&link, "symlink whose target cannot be read"));
             };
             if delta.flags().is_binary() {
-                return Err(unsafe_path(&link, "symlink with a binary target that cannot be checked"));
+                return Err(unsafe_path(
+                    &link,
+                    "symlink with a binary target that cannot be checked",
+                ));
             }
             for h in 0..patch.num_hunks() {
                 let n = patch.num_lines_in_hunk(h).unwrap_or(0);
                 for l in 0..n {
-                    let Ok(line) = patch.line_in_hunk(h, l) else { continue };
+                    let Ok(line) = patch.line_in_hunk(h, l) else {
+                        continue;
+                    };
                     if line.origin() == '+' {
                         let t = String::from_utf8_lossy(line.content());
                         let t = t.strip_suffix('\n').unwrap_or(&t);
@@ -209,11 +223,30 @@ pub(crate) fn check_disk(workdir: &Path, sections: &[Section]) -> Result<(), Pat
             let full = workdir.join(p);
             if let Ok(target) = std::fs::read_link(&full) {
                 let t = target.to_string_lossy();
-                check_link_target(p, &t, &on_disk_link)
-                    .map_err(|_| unsafe_path(p, format!("existing symlink points outside the tree ('{t}')")))?;
+                check_link_target(p, &t, &on_disk_link).map_err(|_| {
+                    unsafe_path(
+                        p,
+                        format!("existing symlink points outside the tree ('{t}')"),
+                    )
+                })?;
             }
         }
-        check_symlink_section(s, &|p: &str| created.contains(p) || on_disk_link(p))?;
+        let is_link = |p: &str| created.contains(p) || on_disk_link(p);
+        check_symlink_section(s, &is_link)?;
+        // A symlink already in the tree stays one whatever the headers say
+        // (its mode comes from disk): check what it will point to from where
+        // it will be, after a rename, a copy, or a hunk that retargets it.
+        if let (Some(old), false) = (s.old_path.as_deref(), s.is_deleted()) {
+            if let Ok(cur) = std::fs::read_link(workdir.join(old)) {
+                let new = s.new_path.as_deref().unwrap_or(old);
+                check_link_target(new, &cur.to_string_lossy(), &is_link)?;
+                for l in s.hunks.iter().flat_map(|h| &h.lines) {
+                    if l.kind == LineKind::Add {
+                        check_link_target(new, &l.text, &is_link)?;
+                    }
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -22,8 +22,18 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
+    /// PATCHGRADE_TEST_KEEP=1 keeps the folder for a look after a failure.
     pub fn new() -> Sandbox {
-        Sandbox { dir: tempfile::tempdir().expect("tempdir") }
+        let keep = std::env::var_os("PATCHGRADE_TEST_KEEP").is_some();
+        let dir = tempfile::Builder::new()
+            .prefix("pg-test-")
+            .disable_cleanup(keep)
+            .tempdir()
+            .expect("tempdir");
+        if keep {
+            eprintln!("sandbox kept at {}", dir.path().display());
+        }
+        Sandbox { dir }
     }
 
     pub fn path(&self) -> &Path {
@@ -65,18 +75,30 @@ impl Sandbox {
 
     /// patchgrade.json of one evaluation.
     pub fn record(&self, run_id: &str, model: &str, id: &str) -> Value {
-        let p = self.path().join("logs/run_evaluation").join(run_id).join(model).join(id).join("patchgrade.json");
+        let p = self
+            .path()
+            .join("logs/run_evaluation")
+            .join(run_id)
+            .join(model)
+            .join(id)
+            .join("patchgrade.json");
         let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         serde_json::from_str(&text).unwrap()
     }
 
     pub fn outcome(&self, run_id: &str, model: &str, id: &str) -> String {
-        self.record(run_id, model, id)["outcome"].as_str().unwrap().to_string()
+        self.record(run_id, model, id)["outcome"]
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 
     pub fn summary(&self, model: &str, run_id: &str) -> Value {
         let p = self.path().join(format!("{model}.{run_id}.json"));
-        serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+        serde_json::from_str(
+            &std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+        )
+        .unwrap()
     }
 }
 
@@ -90,7 +112,10 @@ impl FixtureRepo {
     pub fn new(sandbox: &Sandbox, name: &str) -> FixtureRepo {
         let dir = sandbox.mirrors().join(name.replace('/', "__"));
         let repo = Repository::init(&dir).unwrap();
-        FixtureRepo { repo, name: name.into() }
+        FixtureRepo {
+            repo,
+            name: name.into(),
+        }
     }
 
     /// Write files (None deletes) and commit; returns the commit id.
@@ -116,7 +141,10 @@ impl FixtureRepo {
         let sig = Signature::now("t", "t@example.invalid").unwrap();
         let parent = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
         let parents: Vec<&git2::Commit> = parent.iter().collect();
-        self.repo.commit(Some("HEAD"), &sig, &sig, msg, &tree, &parents).unwrap().to_string()
+        self.repo
+            .commit(Some("HEAD"), &sig, &sig, msg, &tree, &parents)
+            .unwrap()
+            .to_string()
     }
 
     /// A unified diff made by real `git diff` between the worktree edits and
@@ -134,12 +162,24 @@ impl FixtureRepo {
             }
         }
         let git = |args: &[&str]| {
-            let out = Command::new("git").args(args).current_dir(&root).output().expect("git");
-            assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            let out = Command::new("git")
+                .args(args)
+                .current_dir(&root)
+                .output()
+                .expect("git");
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             String::from_utf8(out.stdout).unwrap()
         };
         git(&["add", "-N", "."]);
-        let diff = if binary { git(&["diff", "--binary"]) } else { git(&["diff"]) };
+        let diff = if binary {
+            git(&["diff", "--binary"])
+        } else {
+            git(&["diff"])
+        };
         git(&["reset", "-q"]);
         git(&["checkout", "-q", "--", "."]);
         git(&["clean", "-qfd"]);
@@ -148,7 +188,15 @@ impl FixtureRepo {
 }
 
 /// One dataset row.
-pub fn instance(id: &str, repo: &str, base: &str, patch: &str, test_patch: &str, f2p: &[&str], p2p: &[&str]) -> Value {
+pub fn instance(
+    id: &str,
+    repo: &str,
+    base: &str,
+    patch: &str,
+    test_patch: &str,
+    f2p: &[&str],
+    p2p: &[&str],
+) -> Value {
     json!({
         "instance_id": id, "repo": repo, "base_commit": base, "patch": patch, "test_patch": test_patch,
         "problem_statement": "fix it", "hints_text": "", "version": "1.0", "environment_setup_commit": base,
