@@ -227,10 +227,10 @@ impl Runner {
                         );
                     }
                     let _ = events.send(RunEvent::InstanceFinished {
-                        record: Box::new(record.clone()),
+                        record: record.clone(),
                         reused: false,
                     });
-                    return Some(record);
+                    return Some(*record);
                 }
                 Evaluated::Cancelled => {
                     let _ = events.send(RunEvent::InstanceCancelled { instance_id: id });
@@ -345,7 +345,7 @@ impl Runner {
                     .map(|d| format!(" ({d})"))
                     .unwrap_or_default()
             ));
-            Evaluated::Done(record, log)
+            Evaluated::Done(Box::new(record), log)
         };
         log.line(format!(
             "evaluating {} for {}",
@@ -673,6 +673,6 @@ impl Runner {
 }
 
 enum Evaluated {
-    Done(EvalRecord, InstanceLog),
+    Done(Box<EvalRecord>, InstanceLog),
     Cancelled,
 }

@@ -481,6 +481,9 @@ fn demo_gives_the_expected_outcome_for_every_instance() {
 /// Either way the tests must see the candidate's code.
 #[test]
 fn local_venv_tests_the_candidate_code_editable_or_not() {
+    if !available("PyPI", "PATCHGRADE_REQUIRE_PYPI", pypi_reachable()) {
+        return;
+    }
     let sb = Sandbox::new();
     let repo = FixtureRepo::new(&sb, "acme/pyproj");
     let pyproject = "[build-system]\nrequires = [\"setuptools>=70\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"pyproj\"\nversion = \"0.1\"\n\n[tool.setuptools]\npackages = [\"pyproj\"]\n";
@@ -607,4 +610,80 @@ fn local_venv_tests_the_candidate_code_editable_or_not() {
             .count(),
         2
     );
+}
+
+/// Under bubblewrap the tests have no network: a server listening on the
+/// host's loopback cannot be reached from inside, and files outside the
+/// workspace cannot be written.
+#[test]
+fn local_sandbox_cuts_network_and_protects_the_host() {
+    if !available("bubblewrap", "PATCHGRADE_REQUIRE_SANDBOX", bwrap_works()) {
+        return;
+    }
+    let w = widgets();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let outside = w.sb.path().join("outside.txt");
+    let probe = format!(
+        "{TESTS_BASE}\n    def test_high(self):\n        import socket\n        try:\n            socket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n            reached = True\n        except OSError:\n            reached = False\n        try:\n            open({outside:?}, 'w').write('x')\n            wrote = True\n        except OSError:\n            wrote = False\n        self.assertEqual((reached, wrote), (False, False))\n"
+    );
+    let probe_patch = w
+        .repo
+        .diff_of(&[("tests/test_core.py", Some(probe.as_bytes()))], false);
+    let row = instance(
+        "w-probe",
+        "acme/widgets",
+        &w.base,
+        &w.gold,
+        &probe_patch,
+        &[F2P],
+        &[P2P],
+    );
+    w.sb.write("dataset.jsonl", &jsonl(&[row]));
+    let out = w.sb.run(&w.args("sbx", "gold", &[]));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(w.sb.outcome("sbx", "gold", "w-probe"), "resolved");
+    assert!(!outside.exists());
+    // The same probe without the sandbox reaches both: the test can fail.
+    let out = w.sb.run(&w.args("nosbx", "gold", &["--no-sandbox"]));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unsandboxed"));
+    assert_eq!(w.sb.outcome("nosbx", "gold", "w-probe"), "unresolved");
+    assert!(outside.exists());
+    drop(listener);
+}
+
+#[test]
+fn instance_ids_filter_and_unknown_ids() {
+    let w = widgets();
+    let rows = vec![
+        instance(
+            "w-1",
+            "acme/widgets",
+            &w.base,
+            &w.gold,
+            &w.test_patch,
+            &[F2P],
+            &[P2P],
+        ),
+        instance(
+            "w-2",
+            "acme/widgets",
+            &w.base,
+            &w.gold,
+            &w.test_patch,
+            &[F2P],
+            &[P2P],
+        ),
+    ];
+    w.sb.write("dataset.jsonl", &jsonl(&rows));
+    let out = w.sb.run(&w.args("f", "gold", &["--instance-ids", "w-2"]));
+    assert_eq!(out.status.code(), Some(0));
+    let s = w.sb.summary("gold", "f");
+    assert_eq!(s["total_instances"], 1);
+    assert_eq!(s["resolved_ids"], serde_json::json!(["w-2"]));
+    assert!(!w.sb.path().join("logs/run_evaluation/f/gold/w-1").exists());
+    let out = w.sb.run(&w.args("f2", "gold", &["--instance-ids", "w-3"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("w-3"));
 }

@@ -71,6 +71,11 @@ impl Snapshot {
         let mut saved = Vec::new();
         let mut missing_dirs = Vec::new();
         for p in paths {
+            // A directory where the patch wants a file is left alone; the
+            // appliers report it.
+            if fs::symlink_metadata(workdir.join(p)).is_ok_and(|m| m.is_dir()) {
+                continue;
+            }
             let state = read_state(workdir, p)?;
             let perms = match &state {
                 Some(s) if s.mode != MODE_SYMLINK => fs::metadata(workdir.join(p))

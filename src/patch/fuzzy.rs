@@ -86,7 +86,9 @@ pub(crate) fn apply_hunks(content: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>, Str
     let img = split(content);
     let mut out: Vec<Vec<u8>> = Vec::with_capacity(img.lines.len() + 16);
     let mut cursor = 0usize;
-    let mut offset: isize = 0;
+    // Where hunks were found relative to their headers; i128 so absurd
+    // header numbers cannot overflow.
+    let mut offset: i128 = 0;
     let mut eol = img.eol;
     for (idx, h) in hunks.iter().enumerate() {
         let p =
@@ -121,7 +123,7 @@ pub(crate) fn apply_hunks(content: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>, Str
                 .find(|l| l.kind != LineKind::Remove)
                 .is_some_and(|l| l.no_eol);
         }
-        offset = p.at as isize - p.lead as isize - (h.old_start as isize - 1);
+        offset = p.at as i128 - p.lead as i128 - (h.old_start as i128 - 1);
         cursor = k;
     }
     out.extend(img.lines[cursor..].iter().map(|l| l.to_vec()));
@@ -147,7 +149,7 @@ fn wants_cr(img: &Image<'_>, at: usize, body: &[HunkLine]) -> bool {
         && !body.iter().any(|l| l.text.ends_with('\r'))
 }
 
-fn place(img: &Image<'_>, h: &Hunk, cursor: usize, offset: isize) -> Result<Placement, String> {
+fn place(img: &Image<'_>, h: &Hunk, cursor: usize, offset: i128) -> Result<Placement, String> {
     let pre: Vec<&[u8]> = pick(&h.lines, LineKind::Add);
     let post: Vec<&[u8]> = pick(&h.lines, LineKind::Remove);
     if pre.is_empty() {
@@ -182,7 +184,7 @@ fn place(img: &Image<'_>, h: &Hunk, cursor: usize, offset: isize) -> Result<Plac
             .count()
     };
     let has_change = h.lines.iter().any(|l| l.kind != LineKind::Context);
-    let expected = (h.old_start as isize - 1 + offset).max(0) as usize;
+    let expected = usize::try_from((h.old_start as i128 - 1 + offset).max(0)).unwrap_or(usize::MAX);
     let mut tried: Vec<(usize, usize)> = Vec::new();
     for fuzz in 0..=2usize {
         let lead = fuzz.min(lead_ctx);
@@ -199,7 +201,7 @@ fn place(img: &Image<'_>, h: &Hunk, cursor: usize, offset: isize) -> Result<Plac
             continue;
         }
         for ws in [false, true] {
-            let exp = expected + lead;
+            let exp = expected.saturating_add(lead);
             let last = img.lines.len().saturating_sub(want.len());
             let best = (cursor..=last)
                 .filter(|&at| matches_at(img, at, want, ws))

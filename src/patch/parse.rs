@@ -125,6 +125,7 @@ fn malformed(line: usize, reason: impl Into<String>) -> PatchError {
 /// text went through a LF->CRLF conversion. When headers are clean, a CR on a
 /// content line is real file content (a CRLF file) and is kept.
 pub(crate) fn clean_lines(raw: &str) -> Result<Vec<SrcLine>, PatchError> {
+    let raw = raw.strip_prefix('\u{feff}').unwrap_or(raw);
     let mut pieces: Vec<&str> = raw.split('\n').collect();
     if pieces.last() == Some(&"") {
         pieces.pop();
@@ -655,9 +656,10 @@ fn parse_hunks(lines: &[SrcLine], mut i: usize) -> Result<(Vec<Hunk>, usize), Pa
 /// after miscounting an earlier hunk, so deriving it makes libgit2 read the
 /// hunk as git would.
 pub(crate) fn renumber(hunks: &mut [Hunk]) {
-    let mut delta: isize = 0;
+    // Saturating: absurd starts from bad input must not overflow.
+    let mut delta: i128 = 0;
     for h in hunks {
-        let base = h.old_start as isize + delta;
+        let base = h.old_start as i128 + delta;
         let ns = if h.new_len == 0 {
             base - 1
         } else if h.old_len == 0 {
@@ -665,8 +667,8 @@ pub(crate) fn renumber(hunks: &mut [Hunk]) {
         } else {
             base
         };
-        h.new_start = ns.max(0) as usize;
-        delta += h.new_len as isize - h.old_len as isize;
+        h.new_start = usize::try_from(ns.max(0)).unwrap_or(usize::MAX);
+        delta += h.new_len as i128 - h.old_len as i128;
     }
 }
 

@@ -840,6 +840,8 @@ fn no_input_panics() {
             "diff --git \"",
             "diff --git a/\"x b/",
             "--- a\n+++ b\n@@ -99999999999999999999,1 +1 @@\n-x\n",
+            "--- a\n+++ b\n@@ -9223372036854775807,1 +9223372036854775807 @@\n-x\n",
+            "--- a\n+++ b\n@@ -18446744073709551615,0 +1 @@\n+x\n",
         ]
         .map(String::from),
     );
@@ -973,4 +975,80 @@ fn existing_symlink_cannot_be_retargeted_or_moved_out() {
         );
         assert_eq!(tree(dir.path()), before);
     }
+}
+
+#[test]
+fn absurd_hunk_starts_do_not_panic_when_applied() {
+    let dir = repo_with(&[("a", b"x\n")]);
+    for raw in [
+        "--- a/a\n+++ b/a\n@@ -9223372036854775807,1 +9223372036854775807 @@\n-x\n+y\n",
+        "--- a/a\n+++ b/a\n@@ -18446744073709551615,1 +1 @@\n-x\n+y\n",
+    ] {
+        // Found by the fuzzy search despite the header.
+        assert_eq!(apply_text(dir.path(), raw).unwrap(), ApplyStrategy::Fuzzy);
+        assert_eq!(read(dir.path(), "a"), "y\n");
+        write(dir.path(), "a", b"x\n");
+    }
+}
+
+#[test]
+fn git_header_without_dash_lines_gets_them() {
+    let raw = "diff --git a/src/a.txt b/src/a.txt\n@@ -4,3 +4,3 @@\n line 4\n-line 5\n+line five\n line 6\n";
+    let text = normalise(raw);
+    assert!(
+        text.contains("--- a/src/a.txt\n+++ b/src/a.txt\n@@ -4,3 +4,3 @@"),
+        "{text}"
+    );
+    let dir = repo_with(&[("src/a.txt", BASE.as_bytes())]);
+    assert_eq!(apply_text(dir.path(), raw).unwrap(), ApplyStrategy::Strict);
+    assert_eq!(
+        read(dir.path(), "src/a.txt"),
+        BASE.replace("line 5\n", "line five\n")
+    );
+}
+
+#[test]
+fn fuzzy_keeps_and_sets_final_newline_state() {
+    // The file lacks a final newline; the hunk is offset so fuzzy runs.
+    let base = "pad\na\nb\nc";
+    let raw = "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n b\n-c\n\\ No newline at end of file\n+C\n\\ No newline at end of file\n";
+    let dir = repo_with(&[("f", base.as_bytes())]);
+    assert_eq!(apply_text(dir.path(), raw).unwrap(), ApplyStrategy::Fuzzy);
+    assert_eq!(read(dir.path(), "f"), "pad\na\nb\nC");
+    // Adding the newline at the end.
+    let raw = "--- a/f\n+++ b/f\n@@ -2,1 +2,1 @@\n-C\n\\ No newline at end of file\n+C\n";
+    assert_eq!(apply_text(dir.path(), raw).unwrap(), ApplyStrategy::Fuzzy);
+    assert_eq!(read(dir.path(), "f"), "pad\na\nb\nC\n");
+}
+
+#[test]
+fn directory_in_the_way_is_a_clean_failure() {
+    let dir = repo_with(&[("src/a.txt", b"x\n")]);
+    let before = tree(dir.path());
+    let err = apply_text(dir.path(), "--- /dev/null\n+++ b/src\n@@ -0,0 +1 @@\n+x\n").unwrap_err();
+    assert!(matches!(err, PatchError::DoesNotApply { .. }), "{err:?}");
+    assert_eq!(tree(dir.path()), before);
+}
+
+#[test]
+fn byte_order_mark_is_ignored() {
+    let raw = format!("\u{feff}{PLAIN}");
+    assert_eq!(
+        Patch::parse(&raw).unwrap().text,
+        Patch::parse(PLAIN).unwrap().text
+    );
+}
+
+#[test]
+fn git_lookalike_names_are_allowed() {
+    let raw = "--- /dev/null\n+++ b/.github/workflows/ci.yml\n@@ -0,0 +1 @@\n+on: push\n\
+               --- a/.gitignore\n+++ b/.gitignore\n@@ -1 +1,2 @@\n target\n+*.log\n\
+               --- /dev/null\n+++ b/docs/a..b.txt\n@@ -0,0 +1 @@\n+x\n";
+    let p = Patch::parse(raw).unwrap();
+    p.check_safe().unwrap();
+    let dir = repo_with(&[(".gitignore", b"target\n")]);
+    assert_eq!(apply(dir.path(), &p).unwrap(), ApplyStrategy::Strict);
+    assert_eq!(read(dir.path(), ".github/workflows/ci.yml"), "on: push\n");
+    assert_eq!(read(dir.path(), ".gitignore"), "target\n*.log\n");
+    assert_eq!(read(dir.path(), "docs/a..b.txt"), "x\n");
 }

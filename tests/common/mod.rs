@@ -211,3 +211,44 @@ pub fn jsonl(rows: &[Value]) -> String {
 pub fn prediction(id: &str, model: &str, patch: Option<&str>) -> Value {
     json!({"instance_id": id, "model_name_or_path": model, "model_patch": patch})
 }
+
+/// Whether an optional facility is there; when it is not, the test is
+/// skipped with a message, unless `require_var` is set to 1 (CI sets it, so
+/// CI can never pass by skipping).
+pub fn available(what: &str, require_var: &str, present: bool) -> bool {
+    if present {
+        return true;
+    }
+    if std::env::var(require_var).as_deref() == Ok("1") {
+        panic!("{what} is required ({require_var}=1) but not available");
+    }
+    eprintln!("SKIPPED: {what} is not available (set {require_var}=1 to make this a failure)");
+    false
+}
+
+/// PyPI answers pip here.
+pub fn pypi_reachable() -> bool {
+    Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "index",
+            "versions",
+            "pytest",
+            "--disable-pip-version-check",
+            "--timeout",
+            "5",
+        ])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// bubblewrap is installed and works.
+pub fn bwrap_works() -> bool {
+    Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--unshare-net", "true"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}

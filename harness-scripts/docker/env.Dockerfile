@@ -1,0 +1,6 @@
+# patchgrade env image: the spec's apt packages, and a venv at /opt/venv with
+# its requirements and pip packages. Generated from
+# harness-scripts/docker/env.Dockerfile.
+FROM {{base}}
+COPY . /root/patchgrade-env/
+RUN bash /root/patchgrade-env/setup_env.sh && rm -rf /root/patchgrade-env
