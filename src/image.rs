@@ -1,0 +1,544 @@
+//! Container images for the docker backend: the three tiers of the reference
+//! harness (base, env, instance), their names, content-addressed tags and
+//! build contexts. Pure code: nothing here talks to the engine.
+//!
+//! - **root**: a plain Debian suite, pulled (`--base-image`) or bootstrapped
+//!   with debootstrap (`harness-scripts/bootstrap-base.sh`) where no registry
+//!   answers.
+//! - **base**: root + git, patch, build tools, the suite's python3 and the CA
+//!   bundle. The suite is chosen by the spec's Python version.
+//! - **env**: base + the spec's apt packages and a venv at `/opt/venv` with
+//!   its requirements (read from the mirror) and pip packages.
+//! - **instance**: env + the base commit's tree at `/testbed` as a one-commit
+//!   repository, `pre_install` and `install` run, then a setup commit.
+//!
+//! Every tag is a hash of what built the image (its Dockerfile, scripts,
+//! files and parent image), so a changed spec makes a new image and an
+//! unchanged one is found and reused.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::script::quote;
+use crate::spec::{hex, Spec};
+
+const BASE_DOCKERFILE: &str = include_str!("../harness-scripts/docker/base.Dockerfile");
+const SETUP_BASE: &str = include_str!("../harness-scripts/docker/setup_base.sh");
+const ENV_DOCKERFILE: &str = include_str!("../harness-scripts/docker/env.Dockerfile");
+const INSTANCE_DOCKERFILE: &str = include_str!("../harness-scripts/docker/instance.Dockerfile");
+/// The debootstrap driver, written out and run by the docker backend.
+pub const BOOTSTRAP_SCRIPT: &str = include_str!("../harness-scripts/bootstrap-base.sh");
+
+/// Where the venv of env images lives.
+pub const VENV: &str = "/opt/venv";
+/// Where the repository lives in instance images (as in the reference).
+pub const TESTBED: &str = "/testbed";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error(
+        "no Debian suite ships Python {version} (bullseye has 3.9, bookworm 3.11, trixie 3.13); \
+         give the spec one of those versions, or use --backend local"
+    )]
+    UnsupportedPython { version: String },
+    #[error("reading {what} for the build context: {source}")]
+    Git { what: String, source: git2::Error },
+    #[error("writing the build context: {0}")]
+    Tar(std::io::Error),
+}
+
+/// The Debian suites base images are made from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Suite {
+    Bullseye,
+    Bookworm,
+    Trixie,
+}
+
+impl Suite {
+    pub const ALL: [Suite; 3] = [Suite::Bullseye, Suite::Bookworm, Suite::Trixie];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Bullseye => "bullseye",
+            Suite::Bookworm => "bookworm",
+            Suite::Trixie => "trixie",
+        }
+    }
+
+    /// The `python3` the suite ships.
+    pub fn python(self) -> &'static str {
+        match self {
+            Suite::Bullseye => "3.9",
+            Suite::Bookworm => "3.11",
+            Suite::Trixie => "3.13",
+        }
+    }
+
+    /// The suite whose python3 is `version`; no version: the current stable.
+    pub fn for_python(version: Option<&str>) -> Result<Suite, ImageError> {
+        let Some(v) = version else { return Ok(Suite::Bookworm) };
+        Suite::ALL
+            .into_iter()
+            .find(|s| s.python() == v.trim())
+            .ok_or_else(|| ImageError::UnsupportedPython { version: v.to_string() })
+    }
+}
+
+/// An image tier, as in the reference's cache levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tier {
+    Base,
+    Env,
+    Instance,
+}
+
+impl Tier {
+    /// Folder under `logs/build_images/` (the reference's names).
+    pub fn log_dir(self) -> &'static str {
+        match self {
+            Tier::Base => "base",
+            Tier::Env => "env",
+            Tier::Instance => "instances",
+        }
+    }
+}
+
+/// Which images outlive a run (`--cache-level`, the reference's meaning).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum CacheLevel {
+    /// Remove every image the run built or pulled.
+    None,
+    /// Keep base images.
+    Base,
+    /// Keep base and env images (default).
+    #[default]
+    Env,
+    /// Keep everything, instance images included: the fastest reruns.
+    Instance,
+}
+
+/// The reference's `should_remove`: an image of `tier` goes at the end of a
+/// run when the cache level does not keep its tier, and only if `--clean`
+/// was given or the run created it.
+pub fn should_remove(tier: Tier, level: CacheLevel, clean: bool, existed_before: bool) -> bool {
+    let dropped = match tier {
+        Tier::Base => level == CacheLevel::None,
+        Tier::Env => matches!(level, CacheLevel::None | CacheLevel::Base),
+        Tier::Instance => level != CacheLevel::Instance,
+    };
+    dropped && (clean || !existed_before)
+}
+
+/// The host architecture as image names spell it (`x86_64`, `arm64`).
+pub fn arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// Lowercased, with anything a repository name may not hold replaced.
+fn name_part(s: &str) -> String {
+    s.to_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' }).collect()
+}
+
+fn tag_of(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    hex(&h.finalize())[..16].to_string()
+}
+
+/// A prebuilt instance image under `--namespace`, named as the reference's
+/// published images are: `NS/sweb.eval.x86_64.<id, "__" -> "_1776_">:<tag>`.
+pub fn namespace_image(namespace: &str, instance_id: &str, tag: &str) -> String {
+    let ns = namespace.trim_end_matches('/');
+    format!("{ns}/sweb.eval.{}.{}:{tag}", arch(), instance_id.replace("__", "_1776_")).to_lowercase()
+}
+
+/// Name of the bootstrapped root image of a suite, addressed by the script
+/// that makes it.
+pub fn bootstrap_image(suite: Suite) -> String {
+    format!("patchgrade.root.{}:{}", suite.name(), tag_of(&[BOOTSTRAP_SCRIPT.as_bytes()]))
+}
+
+/// The tier of an image by its name (namespace prefixes ignored), for cleanup.
+pub fn tier_of(name: &str) -> Option<Tier> {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    if last.starts_with("patchgrade.root.") || last.starts_with("patchgrade.base.") {
+        Some(Tier::Base)
+    } else if last.starts_with("patchgrade.env.") {
+        Some(Tier::Env)
+    } else if last.starts_with("patchgrade.eval.") || last.starts_with("sweb.eval.") {
+        Some(Tier::Instance)
+    } else {
+        None
+    }
+}
+
+/// A file of a build context besides the Dockerfile.
+#[derive(Debug, Clone)]
+pub struct ContextFile {
+    pub path: String,
+    pub data: Vec<u8>,
+    pub mode: u32,
+}
+
+impl ContextFile {
+    fn new(path: &str, data: impl Into<Vec<u8>>) -> ContextFile {
+        ContextFile { path: path.into(), data: data.into(), mode: 0o644 }
+    }
+}
+
+/// A git tree to send as `testbed/` in an instance image's build context.
+#[derive(Debug, Clone)]
+pub struct TreeSource {
+    /// The bare mirror holding the tree.
+    pub repo: PathBuf,
+    pub tree: git2::Oid,
+}
+
+/// Everything needed to build one image.
+#[derive(Debug, Clone)]
+pub struct ImagePlan {
+    pub tier: Tier,
+    /// `repository:tag`, the tag content-addressed.
+    pub name: String,
+    pub dockerfile: String,
+    pub files: Vec<ContextFile>,
+    pub tree: Option<TreeSource>,
+}
+
+impl ImagePlan {
+    /// Folder name of its build logs (`:` is not welcome in paths).
+    pub fn log_name(&self) -> String {
+        self.name.replace(':', "__").replace('/', "__")
+    }
+
+    /// The build context as a tar archive.
+    pub fn context_tar(&self) -> Result<Vec<u8>, ImageError> {
+        let mut b = tar::Builder::new(Vec::new());
+        b.mode(tar::HeaderMode::Deterministic);
+        let mut files = vec![ContextFile::new("Dockerfile", self.dockerfile.as_bytes())];
+        files.extend(self.files.iter().cloned());
+        for f in &files {
+            append_file(&mut b, &f.path, &f.data, f.mode).map_err(ImageError::Tar)?;
+        }
+        if let Some(src) = &self.tree {
+            let what = || format!("tree {} in {}", src.tree, src.repo.display());
+            let repo = git2::Repository::open_bare(&src.repo).map_err(|source| ImageError::Git { what: what(), source })?;
+            append_dir(&mut b, "testbed").map_err(ImageError::Tar)?;
+            append_tree(&mut b, &repo, src.tree, "testbed").map_err(|e| match e {
+                TreeError::Git(source) => ImageError::Git { what: what(), source },
+                TreeError::Io(e) => ImageError::Tar(e),
+            })?;
+        }
+        b.into_inner().map_err(ImageError::Tar)
+    }
+}
+
+pub fn append_file<W: std::io::Write>(b: &mut tar::Builder<W>, path: &str, data: &[u8], mode: u32) -> std::io::Result<()> {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_size(data.len() as u64);
+    h.set_mode(mode);
+    h.set_mtime(mtime());
+    b.append_data(&mut h, path, data)
+}
+
+pub fn append_symlink<W: std::io::Write>(b: &mut tar::Builder<W>, path: &str, target: &Path) -> std::io::Result<()> {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Symlink);
+    h.set_size(0);
+    h.set_mode(0o777);
+    h.set_mtime(mtime());
+    b.append_link(&mut h, path, target)
+}
+
+pub fn append_dir<W: std::io::Write>(b: &mut tar::Builder<W>, path: &str) -> std::io::Result<()> {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Directory);
+    h.set_size(0);
+    h.set_mode(0o755);
+    h.set_mtime(mtime());
+    b.append_data(&mut h, format!("{path}/"), std::io::empty())
+}
+
+/// Files get the time they were sent (build tools compare mtimes).
+fn mtime() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(1)
+}
+
+enum TreeError {
+    Git(git2::Error),
+    Io(std::io::Error),
+}
+
+/// A git tree as files under `prefix`, modes and symlinks kept; submodules
+/// become empty folders, as in a checkout without them.
+fn append_tree<W: std::io::Write>(b: &mut tar::Builder<W>, repo: &git2::Repository, tree: git2::Oid, prefix: &str) -> Result<(), TreeError> {
+    let tree = repo.find_tree(tree).map_err(TreeError::Git)?;
+    for entry in tree.iter() {
+        let Some(name) = entry.name() else {
+            continue; // not UTF-8: no such path in a checkout either
+        };
+        let path = format!("{prefix}/{name}");
+        match entry.kind() {
+            Some(git2::ObjectType::Tree) => {
+                append_dir(b, &path).map_err(TreeError::Io)?;
+                append_tree(b, repo, entry.id(), &path)?;
+            }
+            Some(git2::ObjectType::Blob) => {
+                let blob = repo.find_blob(entry.id()).map_err(TreeError::Git)?;
+                match entry.filemode() {
+                    0o120000 => {
+                        let target = String::from_utf8_lossy(blob.content()).into_owned();
+                        append_symlink(b, &path, Path::new(&target)).map_err(TreeError::Io)?
+                    }
+                    0o100755 => append_file(b, &path, blob.content(), 0o755).map_err(TreeError::Io)?,
+                    _ => append_file(b, &path, blob.content(), 0o644).map_err(TreeError::Io)?,
+                }
+            }
+            Some(git2::ObjectType::Commit) => append_dir(b, &path).map_err(TreeError::Io)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The root image a base is built from (pulled or bootstrapped).
+#[derive(Debug, Clone)]
+pub struct Root {
+    pub name: String,
+    /// Its image id: a re-pulled or re-bootstrapped root makes a new base.
+    pub id: String,
+}
+
+/// The base image of a suite.
+pub fn base_plan(suite: Suite, root: &Root, ca: Option<&[u8]>) -> ImagePlan {
+    let copy_ca = if ca.is_some() {
+        "COPY patchgrade-ca.crt /usr/local/share/ca-certificates/patchgrade-ca.crt"
+    } else {
+        "# no extra CA certificate (--ca-cert none)"
+    };
+    let dockerfile = BASE_DOCKERFILE.replace("{{root}}", &root.name).replace("{{copy_ca}}", copy_ca);
+    let mut files = vec![ContextFile::new("setup_base.sh", SETUP_BASE)];
+    if let Some(ca) = ca {
+        files.push(ContextFile::new("patchgrade-ca.crt", ca));
+    }
+    let mut parts: Vec<&[u8]> = vec![root.id.as_bytes(), dockerfile.as_bytes()];
+    parts.extend(files.iter().map(|f| f.data.as_slice()));
+    let tag = tag_of(&parts);
+    ImagePlan { tier: Tier::Base, name: format!("patchgrade.base.py.{}.{}:{tag}", arch(), suite.name()), dockerfile, files, tree: None }
+}
+
+/// The env setup script: apt packages, then the venv and its packages.
+pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> String {
+    let mut s = String::from("#!/bin/bash\n# patchgrade env image setup (generated).\nset -euxo pipefail\n");
+    if let Some(v) = &spec.python {
+        s.push_str(&format!(
+            "python3 -c 'import sys; v = \"%d.%d\" % sys.version_info[:2]; sys.exit(0 if v == {v:?} else \"python3 is \" + v + \", the spec wants {v}\")'\n",
+            v = v.trim()
+        ));
+    }
+    if !spec.apt_packages.is_empty() {
+        let pkgs: Vec<String> = spec.apt_packages.iter().map(|p| quote(p)).collect();
+        s.push_str(&format!(
+            "apt-get update -qq\napt-get install -y -qq --no-install-recommends {}\nrm -rf /var/lib/apt/lists/*\n",
+            pkgs.join(" ")
+        ));
+    }
+    if spec.python.is_some() {
+        s.push_str(&format!("python3 -m venv {VENV}\nsource {VENV}/bin/activate\n"));
+        if has_requirements {
+            s.push_str("python -m pip install -r /root/patchgrade-env/requirements.txt\n");
+        }
+        if !spec.pip_packages.is_empty() {
+            let pkgs: Vec<String> = spec.pip_packages.iter().map(|p| quote(p)).collect();
+            s.push_str(&format!("python -m pip install {}\n", pkgs.join(" ")));
+        }
+    }
+    s.push_str(&format!("echo 'patchgrade env for {} ready'\n", suite.name()));
+    s
+}
+
+/// The env image of a spec. `requirements` is the filtered requirements
+/// text read from the mirror at the environment setup commit.
+pub fn env_plan(suite: Suite, base: &str, spec: &Spec, requirements: Option<&str>) -> ImagePlan {
+    let dockerfile = ENV_DOCKERFILE.replace("{{base}}", base);
+    let mut files = vec![ContextFile::new("setup_env.sh", setup_env_script(suite, spec, requirements.is_some()))];
+    if let Some(r) = requirements {
+        files.push(ContextFile::new("requirements.txt", r));
+    }
+    let mut parts: Vec<&[u8]> = vec![dockerfile.as_bytes()];
+    parts.extend(files.iter().map(|f| f.data.as_slice()));
+    let tag = tag_of(&parts);
+    ImagePlan { tier: Tier::Env, name: format!("patchgrade.env.py.{}.{}:{tag}", arch(), suite.name()), dockerfile, files, tree: None }
+}
+
+/// The shell line that activates an env inside a container: our venv, or a
+/// reference image's conda env (for `--namespace` images).
+pub fn activate_line() -> String {
+    format!(
+        "if [ -f {VENV}/bin/activate ]; then source {VENV}/bin/activate; \
+         elif [ -f /opt/miniconda3/bin/activate ]; then source /opt/miniconda3/bin/activate && conda activate testbed; fi"
+    )
+}
+
+/// The repo setup script of instance images.
+pub fn setup_repo_script(spec: &Spec) -> String {
+    let mut s = String::from("#!/bin/bash\n# patchgrade instance image setup (generated).\nset -euxo pipefail\n");
+    s.push_str(&format!("cd {TESTBED}\n"));
+    // The tree as one commit: no history, nothing newer than the base.
+    s.push_str("git init -q\ngit add -A -f\ngit commit -q --no-verify --allow-empty -m 'patchgrade base tree'\n");
+    s.push_str("set +u\n");
+    s.push_str(&activate_line());
+    s.push_str("\nset -u\n");
+    for cmd in &spec.pre_install {
+        s.push_str(cmd);
+        s.push('\n');
+    }
+    if let Some(install) = &spec.install {
+        s.push_str(install);
+        s.push('\n');
+    }
+    // A setup commit: `git diff` afterwards shows only the candidate's
+    // changes (reference #353); untracked build output stays untracked.
+    s.push_str(&format!("cd {TESTBED}\ngit commit -q --no-verify --allow-empty -am 'patchgrade setup'\n"));
+    s
+}
+
+/// The instance image of one instance.
+pub fn instance_plan(env: &str, instance_id: &str, spec: &Spec, tree: TreeSource) -> ImagePlan {
+    let dockerfile = INSTANCE_DOCKERFILE.replace("{{env}}", env);
+    let files = vec![ContextFile::new("setup_repo.sh", setup_repo_script(spec))];
+    let tree_id = tree.tree.to_string();
+    let mut parts: Vec<&[u8]> = vec![dockerfile.as_bytes(), tree_id.as_bytes()];
+    parts.extend(files.iter().map(|f| f.data.as_slice()));
+    let tag = tag_of(&parts);
+    ImagePlan {
+        tier: Tier::Instance,
+        name: format!("patchgrade.eval.{}.{}:{tag}", arch(), name_part(instance_id)),
+        dockerfile,
+        files,
+        tree: Some(tree),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> Spec {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn suites_by_python_version() {
+        assert_eq!(Suite::for_python(Some("3.11")).unwrap(), Suite::Bookworm);
+        assert_eq!(Suite::for_python(Some("3.9")).unwrap(), Suite::Bullseye);
+        assert_eq!(Suite::for_python(Some("3.13")).unwrap(), Suite::Trixie);
+        assert_eq!(Suite::for_python(None).unwrap(), Suite::Bookworm);
+        let e = Suite::for_python(Some("3.8")).unwrap_err().to_string();
+        assert!(e.contains("3.8") && e.contains("bookworm"), "{e}");
+    }
+
+    #[test]
+    fn reference_namespace_names() {
+        let n = namespace_image("swebench", "django__django-11099", "latest");
+        assert_eq!(n, format!("swebench/sweb.eval.{}.django_1776_django-11099:latest", arch()));
+        assert_eq!(tier_of(&n), Some(Tier::Instance));
+        assert_eq!(tier_of("127.0.0.1:5000/x/sweb.eval.x86_64.a:latest"), Some(Tier::Instance));
+        assert_eq!(tier_of("patchgrade.env.py.x86_64.bookworm:abc"), Some(Tier::Env));
+        assert_eq!(tier_of("debian:bookworm-slim"), None);
+    }
+
+    #[test]
+    fn should_remove_matches_the_reference() {
+        use CacheLevel::*;
+        // Default level env: instance images go, env and base stay.
+        assert!(should_remove(Tier::Instance, Env, false, false));
+        assert!(!should_remove(Tier::Env, Env, false, false));
+        assert!(!should_remove(Tier::Base, Env, false, false));
+        // Images that existed before the run stay unless --clean.
+        assert!(!should_remove(Tier::Instance, Env, false, true));
+        assert!(should_remove(Tier::Instance, Env, true, true));
+        assert!(should_remove(Tier::Base, None, false, false));
+        assert!(should_remove(Tier::Env, Base, false, false));
+        assert!(!should_remove(Tier::Instance, Instance, true, false));
+    }
+
+    #[test]
+    fn tags_are_content_addressed() {
+        let root = Root { name: "debian:bookworm-slim".into(), id: "sha256:1".into() };
+        let a = base_plan(Suite::Bookworm, &root, Some(b"cert"));
+        assert_eq!(a.name, base_plan(Suite::Bookworm, &root, Some(b"cert")).name);
+        assert_ne!(a.name, base_plan(Suite::Bookworm, &root, Some(b"other")).name);
+        let root2 = Root { id: "sha256:2".into(), ..root };
+        assert_ne!(a.name, base_plan(Suite::Bookworm, &root2, Some(b"cert")).name);
+
+        let s1 = spec("python: '3.11'\npip_packages: [pytest]\ntest_cmd: pytest\nlog_parser: pytest\n");
+        let s2 = spec("python: '3.11'\npip_packages: [pytest==8.0]\ntest_cmd: pytest\nlog_parser: pytest\n");
+        let e1 = env_plan(Suite::Bookworm, &a.name, &s1, None);
+        assert_eq!(e1.name, env_plan(Suite::Bookworm, &a.name, &s1, None).name);
+        assert_ne!(e1.name, env_plan(Suite::Bookworm, &a.name, &s2, None).name);
+        assert_ne!(e1.name, env_plan(Suite::Bookworm, &a.name, &s1, Some("six\n")).name);
+        // The test command is not part of the env: specs differing only
+        // there share env images.
+        let s3 = spec("python: '3.11'\npip_packages: [pytest]\ntest_cmd: pytest -x\nlog_parser: pytest\n");
+        assert_eq!(e1.name, env_plan(Suite::Bookworm, &a.name, &s3, None).name);
+        assert!(e1.files[0].data.starts_with(b"#!/bin/bash"));
+        assert!(String::from_utf8_lossy(&e1.files[0].data).contains("pip install 'pytest'"));
+    }
+
+    #[test]
+    fn instance_context_has_the_tree_with_modes_and_links() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init_bare(d.path().join("m.git")).unwrap();
+        let blob = repo.blob(b"print(1)\n").unwrap();
+        let exe = repo.blob(b"#!/bin/sh\n").unwrap();
+        let link = repo.blob(b"a.py").unwrap();
+        let mut sub = repo.treebuilder(None).unwrap();
+        sub.insert("x.py", blob, 0o100644).unwrap();
+        let sub = sub.write().unwrap();
+        let mut tb = repo.treebuilder(None).unwrap();
+        tb.insert("a.py", blob, 0o100644).unwrap();
+        tb.insert("run.sh", exe, 0o100755).unwrap();
+        tb.insert("alias.py", link, 0o120000).unwrap();
+        tb.insert("pkg", sub, 0o040000).unwrap();
+        let tree = tb.write().unwrap();
+        let s = spec("python: '3.11'\ninstall: pip install -e .\npre_install: [\"sed -i s/a/b/ tox.ini\"]\ntest_cmd: t\nlog_parser: pytest\n");
+        let plan = instance_plan("env:1", "Acme__W-1", &s, TreeSource { repo: d.path().join("m.git"), tree });
+        assert!(plan.name.starts_with(&format!("patchgrade.eval.{}.acme__w-1:", arch())), "{}", plan.name);
+        let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
+        let (pre, inst, setup) = (script.find("sed -i").unwrap(), script.find("pip install -e .").unwrap(), script.find("patchgrade setup").unwrap());
+        assert!(pre < inst && inst < setup, "{script}");
+        let bytes = plan.context_tar().unwrap();
+        let mut ar = tar::Archive::new(bytes.as_slice());
+        let mut seen = Vec::new();
+        for e in ar.entries().unwrap() {
+            let e = e.unwrap();
+            let p = e.path().unwrap().display().to_string();
+            let h = e.header();
+            seen.push((p, h.entry_type(), h.mode().unwrap(), e.link_name().unwrap().map(|l| l.display().to_string())));
+        }
+        let find = |p: &str| seen.iter().find(|s| s.0.trim_end_matches('/') == p).unwrap_or_else(|| panic!("{p} in {seen:?}")).clone();
+        assert!(find("Dockerfile").1.is_file());
+        assert_eq!(find("testbed/run.sh").2, 0o755);
+        assert_eq!(find("testbed/a.py").2, 0o644);
+        assert!(find("testbed/alias.py").1.is_symlink());
+        assert_eq!(find("testbed/alias.py").3.as_deref(), Some("a.py"));
+        assert!(find("testbed/pkg").1.is_dir());
+        assert!(find("testbed/pkg/x.py").1.is_file());
+        // Another tree, another tag.
+        let mut tb = repo.treebuilder(None).unwrap();
+        tb.insert("a.py", exe, 0o100644).unwrap();
+        let other = tb.write().unwrap();
+        let plan2 = instance_plan("env:1", "Acme__W-1", &s, TreeSource { repo: d.path().join("m.git"), tree: other });
+        assert_ne!(plan.name, plan2.name);
+    }
+}
