@@ -185,30 +185,69 @@ impl SourceArgs {
     }
 }
 
-/// Jobs from predictions, refusing two predictions for the same instance
-/// from the same model (their results would overwrite each other).
-fn jobs(dataset: &Dataset, preds: Vec<Prediction>) -> Result<Vec<Job>, CliError> {
+/// Jobs from predictions. A model with several predictions for one
+/// instance (repeated rows, `sample_id`, or several files) has samples: each
+/// sample is its own job, named by its `sample_id` or its position.
+pub fn jobs(dataset: &Dataset, preds: Vec<Prediction>) -> Result<Vec<Job>, CliError> {
     let by_id: BTreeMap<&str, Arc<crate::dataset::Instance>> = dataset
         .instances
         .iter()
         .map(|i| (i.instance_id.as_str(), Arc::new(i.clone())))
         .collect();
-    let mut seen = BTreeSet::new();
+    let preds: Vec<Prediction> = preds
+        .into_iter()
+        .filter(|p| by_id.contains_key(p.instance_id.as_str()))
+        .collect();
+    let mut per_pair: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for p in &preds {
+        *per_pair
+            .entry((p.model_name_or_path.as_str(), p.instance_id.as_str()))
+            .or_default() += 1;
+    }
+    let sampled: BTreeSet<String> = preds
+        .iter()
+        .filter(|p| {
+            p.sample_id.is_some()
+                || per_pair[&(p.model_name_or_path.as_str(), p.instance_id.as_str())] > 1
+        })
+        .map(|p| p.model_name_or_path.clone())
+        .collect();
+    let mut position: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
     let mut out = Vec::new();
     for p in preds {
-        let Some(inst) = by_id.get(p.instance_id.as_str()) else {
-            continue; // filtered out by --instance-ids
+        let inst = by_id[p.instance_id.as_str()].clone();
+        let sample = if sampled.contains(&p.model_name_or_path) {
+            let pos = position
+                .entry((p.model_name_or_path.clone(), p.instance_id.clone()))
+                .or_default();
+            let id = p.sample_id.clone().unwrap_or_else(|| pos.to_string());
+            *pos += 1;
+            if id.is_empty() || id.contains('/') {
+                return Err(bad(anyhow::anyhow!(
+                    "sample_id {id:?} of {} must be non-empty with no '/'",
+                    p.instance_id
+                )));
+            }
+            if !seen.insert((
+                p.model_name_or_path.clone(),
+                p.instance_id.clone(),
+                id.clone(),
+            )) {
+                return Err(bad(anyhow::anyhow!(
+                    "two predictions for {} from model {} have sample id {id}",
+                    p.instance_id,
+                    p.model_name_or_path
+                )));
+            }
+            Some(id)
+        } else {
+            None
         };
-        if !seen.insert((p.model_name_or_path.clone(), p.instance_id.clone())) {
-            return Err(bad(anyhow::anyhow!(
-                "two predictions for {} from model {}: give each model one prediction per instance",
-                p.instance_id,
-                p.model_name_or_path
-            )));
-        }
         out.push(Job {
-            instance: inst.clone(),
+            instance: inst,
             prediction: p,
+            sample,
         });
     }
     Ok(out)
@@ -303,11 +342,14 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
             .filter(|j| &j.prediction.model_name_or_path == model)
             .map(|j| &j.prediction)
             .collect();
-        let recs: BTreeMap<String, EvalRecord> = records
-            .iter()
-            .filter(|((m, _), _)| m == model)
-            .map(|((_, id), r)| (id.clone(), r.clone()))
-            .collect();
+        // The reference's summary has one verdict per instance: with samples,
+        // the first sample stands for it (pass@k is reported separately).
+        let mut recs: BTreeMap<String, EvalRecord> = BTreeMap::new();
+        for ((m, id, _), r) in &records {
+            if m == model {
+                recs.entry(id.clone()).or_insert_with(|| r.clone());
+            }
+        }
         let extra = SummaryExtra {
             version: VERSION.into(),
             run_id: args.run_id.clone(),

@@ -114,6 +114,18 @@ fn test_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     }
 }
 
+/// A sample id given as a string or a number.
+fn id_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s)),
+        Value::Number(n) => Ok(Some(n.to_string())),
+        other => Err(serde::de::Error::custom(format!(
+            "sample_id must be a string or a number, got {other}"
+        ))),
+    }
+}
+
 /// A candidate patch for one instance.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Prediction {
@@ -123,7 +135,11 @@ pub struct Prediction {
     #[serde(default)]
     pub model_patch: Option<String>,
     /// Several samples per instance are told apart by this (or by position).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "id_string"
+    )]
     pub sample_id: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,

@@ -80,6 +80,13 @@ pub struct Timings {
 pub struct EvalRecord {
     pub instance_id: String,
     pub model_name_or_path: String,
+    /// Which sample of this model for this instance, when there are several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_id: Option<String>,
+    /// Set when this sample's patch was identical to another sample's and
+    /// that sample's evaluation was reused (its id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluated_as: Option<String>,
     pub outcome: Outcome,
     /// Why, in words, for every outcome but a clean grade.
     #[serde(default, skip_serializing_if = "Option::is_none")]

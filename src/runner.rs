@@ -68,14 +68,33 @@ pub struct RunConfig {
 pub struct Job {
     pub instance: Arc<Instance>,
     pub prediction: Prediction,
+    /// Set when the model has several samples per instance.
+    pub sample: Option<String>,
 }
 
+/// Records are keyed by (model, instance id, sample id).
+pub type RecordKey = (String, String, Option<String>);
+
 impl Job {
+    /// `<log_root>/<run_id>/<model>/<instance_id>[@<sample>]`: the
+    /// reference's layout for single samples, one folder per sample otherwise.
     pub fn log_dir(&self, cfg: &RunConfig) -> PathBuf {
+        let leaf = match &self.sample {
+            Some(s) => format!("{}@{s}", self.instance.instance_id),
+            None => self.instance.instance_id.clone(),
+        };
         cfg.log_root
             .join(&cfg.run_id)
             .join(self.prediction.model_dir())
-            .join(&self.instance.instance_id)
+            .join(leaf)
+    }
+
+    pub fn key(&self) -> RecordKey {
+        (
+            self.prediction.model_name_or_path.clone(),
+            self.instance.instance_id.clone(),
+            self.sample.clone(),
+        )
     }
 }
 
@@ -132,14 +151,15 @@ struct RunMeta {
 
 impl Runner {
     /// Run every job; events go to `events`. Returns the records by
-    /// (model, instance id). `cancel` turning true stops new work and kills
-    /// running evaluations.
+    /// (model, instance id, sample). `cancel` turning true stops new work and
+    /// kills running evaluations. Samples of one instance with identical
+    /// patches are evaluated once and the result recorded for each.
     pub async fn run(
         self: Arc<Self>,
         jobs: Vec<Job>,
         events: mpsc::UnboundedSender<RunEvent>,
         cancel: watch::Receiver<bool>,
-    ) -> BTreeMap<(String, String), EvalRecord> {
+    ) -> BTreeMap<RecordKey, EvalRecord> {
         let started = Instant::now();
         let workers = self.cfg.max_workers.max(1);
         let _ = events.send(RunEvent::Started {
@@ -148,7 +168,7 @@ impl Runner {
         });
         let sem = Arc::new(Semaphore::new(workers));
         let mut set = tokio::task::JoinSet::new();
-        for job in jobs {
+        for (primary, followers) in group_identical(jobs) {
             let (this, sem, events, cancel) =
                 (self.clone(), sem.clone(), events.clone(), cancel.clone());
             set.spawn(async move {
@@ -156,21 +176,23 @@ impl Runner {
                 if *cancel.borrow() {
                     return None;
                 }
-                let key = (
-                    job.prediction.model_name_or_path.clone(),
-                    job.instance.instance_id.clone(),
-                );
-                this.evaluate_with_retry(job, &events, cancel)
-                    .await
-                    .map(|r| (key, r))
+                let record = this.evaluate_with_retry(&primary, &events, cancel).await?;
+                let mut out = vec![(primary.key(), record.clone())];
+                for f in followers {
+                    let copy = this.record_for_follower(&primary, &f, &record);
+                    let _ = events.send(RunEvent::InstanceFinished {
+                        record: Box::new(copy.clone()),
+                        reused: true,
+                    });
+                    out.push((f.key(), copy));
+                }
+                Some(out)
             });
         }
         let mut records = BTreeMap::new();
         while let Some(res) = set.join_next().await {
             match res {
-                Ok(Some((k, r))) => {
-                    records.insert(k, r);
-                }
+                Ok(Some(rs)) => records.extend(rs),
                 Ok(None) => {}
                 Err(e) => tracing::error!("an evaluation task failed: {e}"),
             }
@@ -181,15 +203,60 @@ impl Runner {
         records
     }
 
+    /// The primary's result recorded for a sample with the same patch: its
+    /// files copied into the follower's folder.
+    fn record_for_follower(
+        &self,
+        primary: &Job,
+        follower: &Job,
+        record: &EvalRecord,
+    ) -> EvalRecord {
+        let mut copy = record.clone();
+        copy.sample_id = follower.sample.clone();
+        copy.evaluated_as = primary.sample.clone();
+        let (from, to) = (primary.log_dir(&self.cfg), follower.log_dir(&self.cfg));
+        let copy_files = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&to)?;
+            for f in [
+                "patch.diff",
+                "eval.sh",
+                "test_output.txt",
+                "run_instance.log",
+            ] {
+                if from.join(f).exists() {
+                    std::fs::copy(from.join(f), to.join(f))?;
+                }
+            }
+            let report = to.join("report.json");
+            if copy.outcome.has_reference_report() {
+                write_json_atomic(
+                    &report,
+                    &instance_report(&copy, follower.prediction.model_patch.is_none()),
+                )?;
+            } else if report.exists() {
+                std::fs::remove_file(&report)?;
+            }
+            write_json_atomic(&to.join("patchgrade.json"), &copy)
+        };
+        if let Err(e) = copy_files() {
+            tracing::error!(
+                "{}: failed to write results to {}: {e}",
+                copy.instance_id,
+                to.display()
+            );
+        }
+        copy
+    }
+
     async fn evaluate_with_retry(
         &self,
-        job: Job,
+        job: &Job,
         events: &mpsc::UnboundedSender<RunEvent>,
         cancel: watch::Receiver<bool>,
     ) -> Option<EvalRecord> {
         let id = job.instance.instance_id.clone();
         let log_dir = job.log_dir(&self.cfg);
-        if let Some(prev) = self.reusable(&job, &log_dir) {
+        if let Some(prev) = self.reusable(job, &log_dir) {
             let _ = events.send(RunEvent::InstanceFinished {
                 record: Box::new(prev.clone()),
                 reused: true,
@@ -203,7 +270,7 @@ impl Runner {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let result = self.evaluate(&job, &log_dir, cancel.clone()).await;
+            let result = self.evaluate(job, &log_dir, cancel.clone()).await;
             match result {
                 Evaluated::Done(record, log)
                     if record.outcome == Outcome::InfraError
@@ -220,7 +287,7 @@ impl Runner {
                     continue;
                 }
                 Evaluated::Done(record, log) => {
-                    if let Err(e) = self.persist(&job, &log_dir, &record, &log) {
+                    if let Err(e) = self.persist(job, &log_dir, &record, &log) {
                         tracing::error!(
                             "{id}: failed to write its results to {}: {e}",
                             log_dir.display()
@@ -309,6 +376,8 @@ impl Runner {
         let mut record = EvalRecord {
             instance_id: inst.instance_id.clone(),
             model_name_or_path: job.prediction.model_name_or_path.clone(),
+            sample_id: job.sample.clone(),
+            evaluated_as: None,
             outcome: Outcome::InfraError,
             detail: None,
             cache_key: cache_key(
@@ -670,6 +739,33 @@ impl Runner {
             &meta,
         )
     }
+}
+
+/// Jobs grouped so that samples of one (model, instance) with the same
+/// non-empty patch run once: (primary, followers), in input order.
+fn group_identical(jobs: Vec<Job>) -> Vec<(Job, Vec<Job>)> {
+    let mut groups: Vec<(Job, Vec<Job>)> = Vec::new();
+    let mut index: BTreeMap<(String, String, String), usize> = BTreeMap::new();
+    for job in jobs {
+        let patch = job.prediction.model_patch.as_deref().unwrap_or("");
+        if job.sample.is_none() || patch.trim().is_empty() {
+            groups.push((job, Vec::new()));
+            continue;
+        }
+        let key = (
+            job.prediction.model_name_or_path.clone(),
+            job.instance.instance_id.clone(),
+            hex(&Sha256::digest(patch.as_bytes())),
+        );
+        match index.get(&key) {
+            Some(&i) => groups[i].1.push(job),
+            None => {
+                index.insert(key, groups.len());
+                groups.push((job, Vec::new()));
+            }
+        }
+    }
+    groups
 }
 
 enum Evaluated {

@@ -687,3 +687,62 @@ fn instance_ids_filter_and_unknown_ids() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("w-3"));
 }
+
+/// Several samples per instance: each is evaluated on its own, identical
+/// patches once, and every sample gets its record.
+#[test]
+fn samples_are_evaluated_each_and_identical_patches_once() {
+    let w = widgets();
+    let row = instance(
+        "acme__widgets-1",
+        "acme/widgets",
+        &w.base,
+        &w.gold,
+        &w.test_patch,
+        &[F2P],
+        &[P2P],
+    );
+    w.sb.write("dataset.jsonl", &jsonl(&[row]));
+    let preds = vec![
+        prediction("acme__widgets-1", "m", Some(&w.gold)),
+        prediction("acme__widgets-1", "m", Some(&w.wrong)),
+        prediction("acme__widgets-1", "m", Some(&w.gold)),
+        prediction("acme__widgets-1", "m", None),
+    ];
+    w.sb.write("preds.jsonl", &jsonl(&preds));
+    let out = w.sb.run(&w.args("s", "preds.jsonl", &[]));
+    assert_eq!(out.status.code(), Some(0));
+    let outcomes: Vec<String> = (0..4)
+        .map(|k| w.sb.outcome("s", "m", &format!("acme__widgets-1@{k}")))
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["resolved", "unresolved", "resolved", "empty_patch"]
+    );
+    let third = w.sb.record("s", "m", "acme__widgets-1@2");
+    assert_eq!(third["sample_id"], "2");
+    assert_eq!(
+        third["evaluated_as"], "0",
+        "the identical patch was evaluated once"
+    );
+    assert!(w
+        .sb
+        .path()
+        .join("logs/run_evaluation/s/m/acme__widgets-1@2/report.json")
+        .is_file());
+    // Explicit sample ids name the folders; a repeated one is an error.
+    let mut a = prediction("acme__widgets-1", "m2", Some(&w.gold));
+    a["sample_id"] = serde_json::json!(7);
+    let mut b = prediction("acme__widgets-1", "m2", Some(&w.wrong));
+    b["sample_id"] = serde_json::json!("7");
+    w.sb.write("dup.jsonl", &jsonl(&[a.clone()]));
+    assert_eq!(
+        w.sb.run(&w.args("s2", "dup.jsonl", &[])).status.code(),
+        Some(0)
+    );
+    assert_eq!(w.sb.outcome("s2", "m2", "acme__widgets-1@7"), "resolved");
+    w.sb.write("dup.jsonl", &jsonl(&[a, b]));
+    let out = w.sb.run(&w.args("s3", "dup.jsonl", &[]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sample id 7"));
+}
