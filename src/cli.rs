@@ -248,6 +248,8 @@ pub fn jobs(dataset: &Dataset, preds: Vec<Prediction>) -> Result<Vec<Job>, CliEr
             instance: inst,
             prediction: p,
             sample,
+            directives: None,
+            run_without_patch: false,
         });
     }
     Ok(out)

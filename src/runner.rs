@@ -70,6 +70,12 @@ pub struct Job {
     pub prediction: Prediction,
     /// Set when the model has several samples per instance.
     pub sample: Option<String>,
+    /// Runner arguments instead of the test patch's files (validation and
+    /// audits run chosen test files).
+    pub directives: Option<Vec<String>>,
+    /// Run the tests even when the patch is empty (the base tree as is),
+    /// instead of recording `empty_patch`.
+    pub run_without_patch: bool,
 }
 
 /// Records are keyed by (model, instance id, sample id).
@@ -421,7 +427,8 @@ impl Runner {
             inst.instance_id, job.prediction.model_name_or_path
         ));
 
-        if job.prediction.is_empty_patch() {
+        let empty = job.prediction.is_empty_patch();
+        if empty && !job.run_without_patch {
             return finish(record, Outcome::EmptyPatch, None, log, timings);
         }
         let raw_patch = job.prediction.model_patch.clone().unwrap_or_default();
@@ -457,9 +464,13 @@ impl Runner {
         ));
 
         // Candidate patch: parse and refuse unsafe paths before any checkout.
-        let candidate = match Patch::parse(&raw_patch).and_then(|p| p.check_safe().map(|_| p)) {
-            Ok(p) => p,
-            Err(e) => {
+        let candidate = match (
+            empty,
+            Patch::parse(&raw_patch).and_then(|p| p.check_safe().map(|_| p)),
+        ) {
+            (true, _) => None,
+            (false, Ok(p)) => Some(p),
+            (false, Err(e)) => {
                 log.line(format!(">>>>> Patch Apply Failed: {e}"));
                 return finish(
                     record,
@@ -581,11 +592,16 @@ impl Runner {
         // Apply the candidate on the host tree.
         let t = Instant::now();
         let tree = ws.tree.clone();
-        let applied =
-            tokio::task::spawn_blocking(move || crate::patch::apply(&tree, &candidate)).await;
+        let applied = match candidate {
+            Some(c) => {
+                tokio::task::spawn_blocking(move || crate::patch::apply(&tree, &c).map(Some)).await
+            }
+            None => Ok(Ok(None)),
+        };
         timings.apply = t.elapsed().as_secs_f64();
         match applied {
-            Ok(Ok(strategy)) => {
+            Ok(Ok(None)) => log.line("no candidate patch: testing the base tree"),
+            Ok(Ok(Some(strategy))) => {
                 record.apply_strategy = Some(strategy);
                 log.line(format!(">>>>> Applied Patch ({strategy:?})"));
             }
@@ -617,6 +633,7 @@ impl Runner {
             install: rs.spec.eval_install(),
             test_patch: &inst.test_patch,
             test_changes: &test_changes,
+            directives: job.directives.clone(),
         }
         .render();
         if let Err(e) = write_atomic(&log_dir.join("eval.sh"), script.as_bytes()) {

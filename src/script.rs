@@ -85,6 +85,8 @@ pub struct EvalScript<'a> {
     pub install: Option<String>,
     pub test_patch: &'a str,
     pub test_changes: &'a [FileChange],
+    /// Runner arguments to use instead of the test patch's files.
+    pub directives: Option<Vec<String>>,
 }
 
 impl EvalScript<'_> {
@@ -107,7 +109,11 @@ impl EvalScript<'_> {
             format!("if ! git apply -v - <<'{d}'\n{text}{d}\nthen\n    echo '>>>>> Tests Errored: the test patch did not apply'\nfi")
         };
         let mut test_cmd = spec.test_cmd.clone();
-        for d in directives(self.test_changes, spec.test_directives) {
+        let dirs = match &self.directives {
+            Some(d) => d.clone(),
+            None => directives(self.test_changes, spec.test_directives),
+        };
+        for d in dirs {
             test_cmd.push(' ');
             test_cmd.push_str(&quote(&d));
         }
