@@ -15,7 +15,7 @@ use crate::dataset::{load_predictions, model_dir, Dataset, Prediction};
 use crate::outcome::{EvalRecord, Outcome};
 use crate::repo::{RepoCache, RepoSources, DEFAULT_URL_TEMPLATE};
 use crate::report::{write_json_atomic, Summary, SummaryExtra};
-use crate::runner::{Job, RunConfig, RunEvent, Runner, VERSION};
+use crate::runner::{Job, RecordKey, RunConfig, RunEvent, Runner, VERSION};
 use crate::spec::SpecSet;
 
 /// Documented exit codes (README, "Exit codes").
@@ -76,6 +76,9 @@ pub struct Cli {
 pub enum Command {
     /// Evaluate predictions against a dataset and write reports.
     Run(RunArgs),
+    /// Check instances: FAIL_TO_PASS fails without the fix and passes with
+    /// gold, PASS_TO_PASS passes on both; gold runs repeat to find flaky tests.
+    Validate(ValidateArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -117,6 +120,44 @@ pub struct RunArgs {
     /// Only these instance ids (space- or comma-separated, repeatable).
     #[arg(long, value_name = "ID", num_args = 1.., value_delimiter = ',')]
     pub instance_ids: Vec<String>,
+    /// Folder for the summary <model>.<run_id>.json.
+    #[arg(long, default_value = ".")]
+    pub report_dir: PathBuf,
+    /// Print the summary JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Dataset file (.jsonl or .json).
+    #[arg(long, value_name = "FILE")]
+    pub dataset: PathBuf,
+    /// Name of this validation (log folder and report name).
+    #[arg(long, default_value = "validate")]
+    pub run_id: String,
+    /// Only these instance ids (space- or comma-separated, repeatable).
+    #[arg(long, value_name = "ID", num_args = 1.., value_delimiter = ',')]
+    pub instance_ids: Vec<String>,
+    /// How many times gold runs (flaky tests change between runs).
+    #[arg(long, default_value_t = 3)]
+    pub gold_runs: usize,
+    /// Folder for the report validate.<run_id>.json.
+    #[arg(long, default_value = ".")]
+    pub report_dir: PathBuf,
+    /// Print the report JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// How evaluations run: backend, limits, logs, caches. Shared by every
+/// command that runs tests.
+#[derive(Debug, Args, Clone)]
+pub struct EngineArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendKind,
     /// Evaluations run at once.
@@ -128,18 +169,14 @@ pub struct RunArgs {
     /// Root of the per-instance logs (logs/run_evaluation/<run_id>/...).
     #[arg(long, default_value = "logs/run_evaluation")]
     pub log_dir: PathBuf,
-    /// Folder for the summary <model>.<run_id>.json.
-    #[arg(long, default_value = ".")]
-    pub report_dir: PathBuf,
-    /// Print the summary JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
     /// Re-evaluate even when a finished result with the same inputs exists.
     #[arg(long)]
     pub force: bool,
     /// Local backend: run without bubblewrap even where it is installed.
     #[arg(long)]
     pub no_sandbox: bool,
+    #[command(flatten)]
+    pub docker: crate::backend::docker::DockerArgs,
     #[command(flatten)]
     pub sources: SourceArgs,
 }
@@ -255,80 +292,150 @@ pub fn jobs(dataset: &Dataset, preds: Vec<Prediction>) -> Result<Vec<Job>, CliEr
     Ok(out)
 }
 
-pub async fn run(args: RunArgs) -> Result<i32, CliError> {
-    if args.run_id.trim().is_empty() || args.run_id.contains('/') {
-        return Err(bad(anyhow::anyhow!(
-            "--run-id must be non-empty and contain no '/'"
-        )));
+/// A runner ready to execute jobs, with its scratch space.
+pub struct Engine {
+    pub runner: Arc<Runner>,
+    pub backend_name: String,
+    _work: tempfile::TempDir,
+}
+
+/// The outcome of executing jobs.
+pub struct Executed {
+    pub records: BTreeMap<RecordKey, EvalRecord>,
+    pub interrupted: bool,
+    pub elapsed: Duration,
+}
+
+impl Engine {
+    pub fn build(args: &EngineArgs, run_id: &str, dataset_path: &Path) -> Result<Engine, CliError> {
+        if run_id.trim().is_empty() || run_id.contains('/') {
+            return Err(bad(anyhow::anyhow!(
+                "--run-id must be non-empty and contain no '/'"
+            )));
+        }
+        let specs = args.sources.spec_set()?;
+        let cache = args.sources.cache();
+        let repos = args.sources.repo_cache(dataset_path);
+        let use_docker = match args.backend {
+            BackendKind::Local => false,
+            BackendKind::Docker => {
+                crate::backend::docker::daemon_answers().map_err(infra)?;
+                true
+            }
+            // Auto: docker when a daemon answers.
+            BackendKind::Auto => match crate::backend::docker::daemon_answers() {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::info!("--backend auto: {e}; using the local backend");
+                    false
+                }
+            },
+        };
+        let backend = if use_docker {
+            let b = crate::backend::DockerBackend::new(
+                args.docker.clone(),
+                &cache,
+                &args.log_dir,
+                repos.clone(),
+                run_id,
+            )
+            .map_err(bad)?;
+            Backend::Docker(b)
+        } else {
+            Backend::Local(LocalBackend::new(&cache, repos.clone(), !args.no_sandbox))
+        };
+        let work = tempfile::Builder::new()
+            .prefix("patchgrade-")
+            .tempdir()
+            .map_err(infra)?;
+        let cfg = RunConfig {
+            run_id: run_id.to_string(),
+            log_root: args.log_dir.clone(),
+            work_root: work.path().to_owned(),
+            max_workers: args.max_workers,
+            timeout: Duration::from_secs(args.timeout),
+            force: args.force,
+        };
+        let backend_name = backend.name().to_string();
+        let runner = Arc::new(Runner {
+            cfg,
+            specs,
+            repos,
+            backend,
+        });
+        std::fs::create_dir_all(args.log_dir.join(run_id))
+            .with_context(|| format!("cannot create {}", args.log_dir.display()))
+            .map_err(infra)?;
+        runner.write_run_meta(dataset_path).map_err(infra)?;
+        Ok(Engine {
+            runner,
+            backend_name,
+            _work: work,
+        })
     }
-    let mut dataset = Dataset::load(&args.dataset).map_err(bad)?;
-    let preds = load_predictions(&args.predictions, &dataset).map_err(bad)?;
-    let ids: Vec<String> = args
-        .instance_ids
+
+    /// Run jobs with progress on stderr; Ctrl-C stops running evaluations
+    /// (their results are not recorded), a second Ctrl-C exits.
+    pub async fn execute(&self, jobs: Vec<Job>) -> Executed {
+        let (cancel_tx, cancel_rx) = watch::channel(false);
+        let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let interrupted = interrupted.clone();
+            let runner = self.runner.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
+                    eprintln!("\ninterrupted: stopping running evaluations (finished results are kept); Ctrl-C again to exit now");
+                    let _ = cancel_tx.send(true);
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        // Containers would outlive the process: remove them first.
+                        let _ = tokio::time::timeout(
+                            Duration::from_secs(10),
+                            runner.backend.kill_running(),
+                        )
+                        .await;
+                        std::process::exit(exit::INTERRUPTED);
+                    }
+                }
+            })
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let reporter = tokio::spawn(report_progress(rx));
+        let started = std::time::Instant::now();
+        let records = self.runner.clone().run(jobs, tx, cancel_rx).await;
+        let _ = reporter.await;
+        watcher.abort();
+        self.runner.backend.finish().await;
+        Executed {
+            records,
+            interrupted: interrupted.load(std::sync::atomic::Ordering::SeqCst),
+            elapsed: started.elapsed(),
+        }
+    }
+}
+
+/// Load a dataset and keep `--instance-ids` (space- or comma-separated).
+pub fn load_dataset(path: &Path, instance_ids: &[String]) -> Result<Dataset, CliError> {
+    let mut dataset = Dataset::load(path).map_err(bad)?;
+    let ids: Vec<String> = instance_ids
         .iter()
         .flat_map(|s| s.split_whitespace().map(String::from))
         .collect();
     dataset.filter(&ids).map_err(bad)?;
-    let specs = args.sources.spec_set()?;
+    Ok(dataset)
+}
+
+pub async fn run(args: RunArgs) -> Result<i32, CliError> {
+    let dataset = load_dataset(&args.dataset, &args.instance_ids)?;
+    let preds = load_predictions(&args.predictions, &dataset).map_err(bad)?;
     let jobs = jobs(&dataset, preds)?;
-
-    let cache = args.sources.cache();
-    let repos = args.sources.repo_cache(&args.dataset);
-    let backend = match args.backend {
-        BackendKind::Local | BackendKind::Auto => {
-            Backend::Local(LocalBackend::new(&cache, repos.clone(), !args.no_sandbox))
-        }
-        BackendKind::Docker => {
-            return Err(infra(anyhow::anyhow!(
-                "the docker backend is not built yet; use --backend local"
-            )))
-        }
-    };
-    let work = tempfile::Builder::new()
-        .prefix("patchgrade-")
-        .tempdir()
-        .map_err(infra)?;
-    let cfg = RunConfig {
-        run_id: args.run_id.clone(),
-        log_root: args.log_dir.clone(),
-        work_root: work.path().to_owned(),
-        max_workers: args.max_workers,
-        timeout: Duration::from_secs(args.timeout),
-        force: args.force,
-    };
-    let backend_name = backend.name().to_string();
-    let runner = Arc::new(Runner {
-        cfg,
-        specs,
-        repos,
-        backend,
-    });
-    std::fs::create_dir_all(args.log_dir.join(&args.run_id))
-        .with_context(|| format!("cannot create {}", args.log_dir.display()))
-        .map_err(infra)?;
-    runner.write_run_meta(&args.dataset).map_err(infra)?;
-
-    let (cancel_tx, cancel_rx) = watch::channel(false);
-    let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    {
-        let interrupted = interrupted.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
-                eprintln!("\ninterrupted: stopping running evaluations (finished results are kept); Ctrl-C again to exit now");
-                let _ = cancel_tx.send(true);
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(exit::INTERRUPTED);
-                }
-            }
-        });
-    }
-    let (tx, rx) = mpsc::unbounded_channel();
-    let reporter = tokio::spawn(report_progress(rx));
-    let started = std::time::Instant::now();
-    let records = runner.clone().run(jobs.clone(), tx, cancel_rx).await;
-    let _ = reporter.await;
-    drop(work);
+    let engine = Engine::build(&args.engine, &args.run_id, &args.dataset)?;
+    let backend_name = engine.backend_name.clone();
+    let Executed {
+        records,
+        interrupted,
+        elapsed,
+    } = engine.execute(jobs.clone()).await;
 
     // One summary per model, as the reference names them.
     let mut models: Vec<String> = Vec::new();
@@ -359,7 +466,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
             backend: backend_name.clone(),
             outcomes: BTreeMap::new(),
             ids_by_outcome: BTreeMap::new(),
-            wall_seconds: started.elapsed().as_secs_f64(),
+            wall_seconds: elapsed.as_secs_f64(),
         };
         let summary = Summary::build(&dataset, &preds, &recs, extra);
         let path = args
@@ -381,7 +488,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         .map_err(infra)?;
         println!("{}", serde_json::to_string_pretty(&v).map_err(infra)?);
     }
-    if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+    if interrupted {
         return Ok(exit::INTERRUPTED);
     }
     Ok(exit::OK)
@@ -446,4 +553,45 @@ async fn report_progress(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
             }
         }
     }
+}
+
+pub async fn validate(args: ValidateArgs) -> Result<i32, CliError> {
+    if args.gold_runs == 0 {
+        return Err(bad(anyhow::anyhow!("--gold-runs must be at least 1")));
+    }
+    let dataset = load_dataset(&args.dataset, &args.instance_ids)?;
+    let engine = Engine::build(&args.engine, &args.run_id, &args.dataset)?;
+    let jobs = crate::validate::jobs(&dataset, args.gold_runs);
+    let done = engine.execute(jobs).await;
+    let cfg = &engine.runner.cfg;
+    let log_dir_of = |model: &str, id: &str| {
+        cfg.log_root
+            .join(&cfg.run_id)
+            .join(model_dir(model))
+            .join(id)
+    };
+    let report = crate::validate::judge(
+        &dataset,
+        args.gold_runs,
+        &done.records,
+        &engine.runner.specs,
+        log_dir_of,
+        &args.run_id,
+    );
+    let path = args
+        .report_dir
+        .join(format!("validate.{}.json", args.run_id));
+    write_json_atomic(&path, &report)
+        .with_context(|| format!("cannot write {}", path.display()))
+        .map_err(infra)?;
+    eprintln!("\n{}", report.table());
+    eprintln!("report written to {}", path.display());
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(infra)?);
+    }
+    Ok(if done.interrupted {
+        exit::INTERRUPTED
+    } else {
+        exit::OK
+    })
 }

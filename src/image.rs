@@ -78,11 +78,15 @@ impl Suite {
 
     /// The suite whose python3 is `version`; no version: the current stable.
     pub fn for_python(version: Option<&str>) -> Result<Suite, ImageError> {
-        let Some(v) = version else { return Ok(Suite::Bookworm) };
+        let Some(v) = version else {
+            return Ok(Suite::Bookworm);
+        };
         Suite::ALL
             .into_iter()
             .find(|s| s.python() == v.trim())
-            .ok_or_else(|| ImageError::UnsupportedPython { version: v.to_string() })
+            .ok_or_else(|| ImageError::UnsupportedPython {
+                version: v.to_string(),
+            })
     }
 }
 
@@ -141,7 +145,16 @@ pub fn arch() -> &'static str {
 
 /// Lowercased, with anything a repository name may not hold replaced.
 fn name_part(s: &str) -> String {
-    s.to_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' }).collect()
+    s.to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
 }
 
 fn tag_of(parts: &[&[u8]]) -> String {
@@ -157,13 +170,22 @@ fn tag_of(parts: &[&[u8]]) -> String {
 /// published images are: `NS/sweb.eval.x86_64.<id, "__" -> "_1776_">:<tag>`.
 pub fn namespace_image(namespace: &str, instance_id: &str, tag: &str) -> String {
     let ns = namespace.trim_end_matches('/');
-    format!("{ns}/sweb.eval.{}.{}:{tag}", arch(), instance_id.replace("__", "_1776_")).to_lowercase()
+    format!(
+        "{ns}/sweb.eval.{}.{}:{tag}",
+        arch(),
+        instance_id.replace("__", "_1776_")
+    )
+    .to_lowercase()
 }
 
 /// Name of the bootstrapped root image of a suite, addressed by the script
 /// that makes it.
 pub fn bootstrap_image(suite: Suite) -> String {
-    format!("patchgrade.root.{}:{}", suite.name(), tag_of(&[BOOTSTRAP_SCRIPT.as_bytes()]))
+    format!(
+        "patchgrade.root.{}:{}",
+        suite.name(),
+        tag_of(&[BOOTSTRAP_SCRIPT.as_bytes()])
+    )
 }
 
 /// The tier of an image by its name (namespace prefixes ignored), for cleanup.
@@ -190,7 +212,11 @@ pub struct ContextFile {
 
 impl ContextFile {
     fn new(path: &str, data: impl Into<Vec<u8>>) -> ContextFile {
-        ContextFile { path: path.into(), data: data.into(), mode: 0o644 }
+        ContextFile {
+            path: path.into(),
+            data: data.into(),
+            mode: 0o644,
+        }
     }
 }
 
@@ -230,10 +256,17 @@ impl ImagePlan {
         }
         if let Some(src) = &self.tree {
             let what = || format!("tree {} in {}", src.tree, src.repo.display());
-            let repo = git2::Repository::open_bare(&src.repo).map_err(|source| ImageError::Git { what: what(), source })?;
+            let repo =
+                git2::Repository::open_bare(&src.repo).map_err(|source| ImageError::Git {
+                    what: what(),
+                    source,
+                })?;
             append_dir(&mut b, "testbed").map_err(ImageError::Tar)?;
             append_tree(&mut b, &repo, src.tree, "testbed").map_err(|e| match e {
-                TreeError::Git(source) => ImageError::Git { what: what(), source },
+                TreeError::Git(source) => ImageError::Git {
+                    what: what(),
+                    source,
+                },
                 TreeError::Io(e) => ImageError::Tar(e),
             })?;
         }
@@ -241,7 +274,12 @@ impl ImagePlan {
     }
 }
 
-pub fn append_file<W: std::io::Write>(b: &mut tar::Builder<W>, path: &str, data: &[u8], mode: u32) -> std::io::Result<()> {
+pub fn append_file<W: std::io::Write>(
+    b: &mut tar::Builder<W>,
+    path: impl AsRef<Path>,
+    data: &[u8],
+    mode: u32,
+) -> std::io::Result<()> {
     let mut h = tar::Header::new_gnu();
     h.set_entry_type(tar::EntryType::Regular);
     h.set_size(data.len() as u64);
@@ -250,7 +288,11 @@ pub fn append_file<W: std::io::Write>(b: &mut tar::Builder<W>, path: &str, data:
     b.append_data(&mut h, path, data)
 }
 
-pub fn append_symlink<W: std::io::Write>(b: &mut tar::Builder<W>, path: &str, target: &Path) -> std::io::Result<()> {
+pub fn append_symlink<W: std::io::Write>(
+    b: &mut tar::Builder<W>,
+    path: impl AsRef<Path>,
+    target: &Path,
+) -> std::io::Result<()> {
     let mut h = tar::Header::new_gnu();
     h.set_entry_type(tar::EntryType::Symlink);
     h.set_size(0);
@@ -270,7 +312,10 @@ pub fn append_dir<W: std::io::Write>(b: &mut tar::Builder<W>, path: &str) -> std
 
 /// Files get the time they were sent (build tools compare mtimes).
 fn mtime() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(1)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(1)
 }
 
 enum TreeError {
@@ -280,7 +325,12 @@ enum TreeError {
 
 /// A git tree as files under `prefix`, modes and symlinks kept; submodules
 /// become empty folders, as in a checkout without them.
-fn append_tree<W: std::io::Write>(b: &mut tar::Builder<W>, repo: &git2::Repository, tree: git2::Oid, prefix: &str) -> Result<(), TreeError> {
+fn append_tree<W: std::io::Write>(
+    b: &mut tar::Builder<W>,
+    repo: &git2::Repository,
+    tree: git2::Oid,
+    prefix: &str,
+) -> Result<(), TreeError> {
     let tree = repo.find_tree(tree).map_err(TreeError::Git)?;
     for entry in tree.iter() {
         let Some(name) = entry.name() else {
@@ -299,7 +349,9 @@ fn append_tree<W: std::io::Write>(b: &mut tar::Builder<W>, repo: &git2::Reposito
                         let target = String::from_utf8_lossy(blob.content()).into_owned();
                         append_symlink(b, &path, Path::new(&target)).map_err(TreeError::Io)?
                     }
-                    0o100755 => append_file(b, &path, blob.content(), 0o755).map_err(TreeError::Io)?,
+                    0o100755 => {
+                        append_file(b, &path, blob.content(), 0o755).map_err(TreeError::Io)?
+                    }
                     _ => append_file(b, &path, blob.content(), 0o644).map_err(TreeError::Io)?,
                 }
             }
@@ -325,7 +377,9 @@ pub fn base_plan(suite: Suite, root: &Root, ca: Option<&[u8]>) -> ImagePlan {
     } else {
         "# no extra CA certificate (--ca-cert none)"
     };
-    let dockerfile = BASE_DOCKERFILE.replace("{{root}}", &root.name).replace("{{copy_ca}}", copy_ca);
+    let dockerfile = BASE_DOCKERFILE
+        .replace("{{root}}", &root.name)
+        .replace("{{copy_ca}}", copy_ca);
     let mut files = vec![ContextFile::new("setup_base.sh", SETUP_BASE)];
     if let Some(ca) = ca {
         files.push(ContextFile::new("patchgrade-ca.crt", ca));
@@ -333,12 +387,20 @@ pub fn base_plan(suite: Suite, root: &Root, ca: Option<&[u8]>) -> ImagePlan {
     let mut parts: Vec<&[u8]> = vec![root.id.as_bytes(), dockerfile.as_bytes()];
     parts.extend(files.iter().map(|f| f.data.as_slice()));
     let tag = tag_of(&parts);
-    ImagePlan { tier: Tier::Base, name: format!("patchgrade.base.py.{}.{}:{tag}", arch(), suite.name()), dockerfile, files, tree: None }
+    ImagePlan {
+        tier: Tier::Base,
+        name: format!("patchgrade.base.py.{}.{}:{tag}", arch(), suite.name()),
+        dockerfile,
+        files,
+        tree: None,
+    }
 }
 
 /// The env setup script: apt packages, then the venv and its packages.
 pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> String {
-    let mut s = String::from("#!/bin/bash\n# patchgrade env image setup (generated).\nset -euxo pipefail\n");
+    let mut s = String::from(
+        "#!/bin/bash\n# patchgrade env image setup (generated).\nset -euxo pipefail\n",
+    );
     if let Some(v) = &spec.python {
         s.push_str(&format!(
             "python3 -c 'import sys; v = \"%d.%d\" % sys.version_info[:2]; sys.exit(0 if v == {v:?} else \"python3 is \" + v + \", the spec wants {v}\")'\n",
@@ -353,7 +415,9 @@ pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> St
         ));
     }
     if spec.python.is_some() {
-        s.push_str(&format!("python3 -m venv {VENV}\nsource {VENV}/bin/activate\n"));
+        s.push_str(&format!(
+            "python3 -m venv {VENV}\nsource {VENV}/bin/activate\n"
+        ));
         if has_requirements {
             s.push_str("python -m pip install -r /root/patchgrade-env/requirements.txt\n");
         }
@@ -362,7 +426,10 @@ pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> St
             s.push_str(&format!("python -m pip install {}\n", pkgs.join(" ")));
         }
     }
-    s.push_str(&format!("echo 'patchgrade env for {} ready'\n", suite.name()));
+    s.push_str(&format!(
+        "echo 'patchgrade env for {} ready'\n",
+        suite.name()
+    ));
     s
 }
 
@@ -370,14 +437,23 @@ pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> St
 /// text read from the mirror at the environment setup commit.
 pub fn env_plan(suite: Suite, base: &str, spec: &Spec, requirements: Option<&str>) -> ImagePlan {
     let dockerfile = ENV_DOCKERFILE.replace("{{base}}", base);
-    let mut files = vec![ContextFile::new("setup_env.sh", setup_env_script(suite, spec, requirements.is_some()))];
+    let mut files = vec![ContextFile::new(
+        "setup_env.sh",
+        setup_env_script(suite, spec, requirements.is_some()),
+    )];
     if let Some(r) = requirements {
         files.push(ContextFile::new("requirements.txt", r));
     }
     let mut parts: Vec<&[u8]> = vec![dockerfile.as_bytes()];
     parts.extend(files.iter().map(|f| f.data.as_slice()));
     let tag = tag_of(&parts);
-    ImagePlan { tier: Tier::Env, name: format!("patchgrade.env.py.{}.{}:{tag}", arch(), suite.name()), dockerfile, files, tree: None }
+    ImagePlan {
+        tier: Tier::Env,
+        name: format!("patchgrade.env.py.{}.{}:{tag}", arch(), suite.name()),
+        dockerfile,
+        files,
+        tree: None,
+    }
 }
 
 /// The shell line that activates an env inside a container: our venv, or a
@@ -391,7 +467,9 @@ pub fn activate_line() -> String {
 
 /// The repo setup script of instance images.
 pub fn setup_repo_script(spec: &Spec) -> String {
-    let mut s = String::from("#!/bin/bash\n# patchgrade instance image setup (generated).\nset -euxo pipefail\n");
+    let mut s = String::from(
+        "#!/bin/bash\n# patchgrade instance image setup (generated).\nset -euxo pipefail\n",
+    );
     s.push_str(&format!("cd {TESTBED}\n"));
     // The tree as one commit: no history, nothing newer than the base.
     s.push_str("git init -q\ngit add -A -f\ngit commit -q --no-verify --allow-empty -m 'patchgrade base tree'\n");
@@ -408,7 +486,9 @@ pub fn setup_repo_script(spec: &Spec) -> String {
     }
     // A setup commit: `git diff` afterwards shows only the candidate's
     // changes (reference #353); untracked build output stays untracked.
-    s.push_str(&format!("cd {TESTBED}\ngit commit -q --no-verify --allow-empty -am 'patchgrade setup'\n"));
+    s.push_str(&format!(
+        "cd {TESTBED}\ngit commit -q --no-verify --allow-empty -am 'patchgrade setup'\n"
+    ));
     s
 }
 
@@ -422,7 +502,11 @@ pub fn instance_plan(env: &str, instance_id: &str, spec: &Spec, tree: TreeSource
     let tag = tag_of(&parts);
     ImagePlan {
         tier: Tier::Instance,
-        name: format!("patchgrade.eval.{}.{}:{tag}", arch(), name_part(instance_id)),
+        name: format!(
+            "patchgrade.eval.{}.{}:{tag}",
+            arch(),
+            name_part(instance_id)
+        ),
         dockerfile,
         files,
         tree: Some(tree),
@@ -450,10 +534,22 @@ mod tests {
     #[test]
     fn reference_namespace_names() {
         let n = namespace_image("swebench", "django__django-11099", "latest");
-        assert_eq!(n, format!("swebench/sweb.eval.{}.django_1776_django-11099:latest", arch()));
+        assert_eq!(
+            n,
+            format!(
+                "swebench/sweb.eval.{}.django_1776_django-11099:latest",
+                arch()
+            )
+        );
         assert_eq!(tier_of(&n), Some(Tier::Instance));
-        assert_eq!(tier_of("127.0.0.1:5000/x/sweb.eval.x86_64.a:latest"), Some(Tier::Instance));
-        assert_eq!(tier_of("patchgrade.env.py.x86_64.bookworm:abc"), Some(Tier::Env));
+        assert_eq!(
+            tier_of("127.0.0.1:5000/x/sweb.eval.x86_64.a:latest"),
+            Some(Tier::Instance)
+        );
+        assert_eq!(
+            tier_of("patchgrade.env.py.x86_64.bookworm:abc"),
+            Some(Tier::Env)
+        );
         assert_eq!(tier_of("debian:bookworm-slim"), None);
     }
 
@@ -474,22 +570,45 @@ mod tests {
 
     #[test]
     fn tags_are_content_addressed() {
-        let root = Root { name: "debian:bookworm-slim".into(), id: "sha256:1".into() };
+        let root = Root {
+            name: "debian:bookworm-slim".into(),
+            id: "sha256:1".into(),
+        };
         let a = base_plan(Suite::Bookworm, &root, Some(b"cert"));
-        assert_eq!(a.name, base_plan(Suite::Bookworm, &root, Some(b"cert")).name);
-        assert_ne!(a.name, base_plan(Suite::Bookworm, &root, Some(b"other")).name);
-        let root2 = Root { id: "sha256:2".into(), ..root };
-        assert_ne!(a.name, base_plan(Suite::Bookworm, &root2, Some(b"cert")).name);
+        assert_eq!(
+            a.name,
+            base_plan(Suite::Bookworm, &root, Some(b"cert")).name
+        );
+        assert_ne!(
+            a.name,
+            base_plan(Suite::Bookworm, &root, Some(b"other")).name
+        );
+        let root2 = Root {
+            id: "sha256:2".into(),
+            ..root
+        };
+        assert_ne!(
+            a.name,
+            base_plan(Suite::Bookworm, &root2, Some(b"cert")).name
+        );
 
-        let s1 = spec("python: '3.11'\npip_packages: [pytest]\ntest_cmd: pytest\nlog_parser: pytest\n");
-        let s2 = spec("python: '3.11'\npip_packages: [pytest==8.0]\ntest_cmd: pytest\nlog_parser: pytest\n");
+        let s1 =
+            spec("python: '3.11'\npip_packages: [pytest]\ntest_cmd: pytest\nlog_parser: pytest\n");
+        let s2 = spec(
+            "python: '3.11'\npip_packages: [pytest==8.0]\ntest_cmd: pytest\nlog_parser: pytest\n",
+        );
         let e1 = env_plan(Suite::Bookworm, &a.name, &s1, None);
         assert_eq!(e1.name, env_plan(Suite::Bookworm, &a.name, &s1, None).name);
         assert_ne!(e1.name, env_plan(Suite::Bookworm, &a.name, &s2, None).name);
-        assert_ne!(e1.name, env_plan(Suite::Bookworm, &a.name, &s1, Some("six\n")).name);
+        assert_ne!(
+            e1.name,
+            env_plan(Suite::Bookworm, &a.name, &s1, Some("six\n")).name
+        );
         // The test command is not part of the env: specs differing only
         // there share env images.
-        let s3 = spec("python: '3.11'\npip_packages: [pytest]\ntest_cmd: pytest -x\nlog_parser: pytest\n");
+        let s3 = spec(
+            "python: '3.11'\npip_packages: [pytest]\ntest_cmd: pytest -x\nlog_parser: pytest\n",
+        );
         assert_eq!(e1.name, env_plan(Suite::Bookworm, &a.name, &s3, None).name);
         assert!(e1.files[0].data.starts_with(b"#!/bin/bash"));
         assert!(String::from_utf8_lossy(&e1.files[0].data).contains("pip install 'pytest'"));
@@ -512,10 +631,27 @@ mod tests {
         tb.insert("pkg", sub, 0o040000).unwrap();
         let tree = tb.write().unwrap();
         let s = spec("python: '3.11'\ninstall: pip install -e .\npre_install: [\"sed -i s/a/b/ tox.ini\"]\ntest_cmd: t\nlog_parser: pytest\n");
-        let plan = instance_plan("env:1", "Acme__W-1", &s, TreeSource { repo: d.path().join("m.git"), tree });
-        assert!(plan.name.starts_with(&format!("patchgrade.eval.{}.acme__w-1:", arch())), "{}", plan.name);
+        let plan = instance_plan(
+            "env:1",
+            "Acme__W-1",
+            &s,
+            TreeSource {
+                repo: d.path().join("m.git"),
+                tree,
+            },
+        );
+        assert!(
+            plan.name
+                .starts_with(&format!("patchgrade.eval.{}.acme__w-1:", arch())),
+            "{}",
+            plan.name
+        );
         let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
-        let (pre, inst, setup) = (script.find("sed -i").unwrap(), script.find("pip install -e .").unwrap(), script.find("patchgrade setup").unwrap());
+        let (pre, inst, setup) = (
+            script.find("sed -i").unwrap(),
+            script.find("pip install -e .").unwrap(),
+            script.find("patchgrade setup").unwrap(),
+        );
         assert!(pre < inst && inst < setup, "{script}");
         let bytes = plan.context_tar().unwrap();
         let mut ar = tar::Archive::new(bytes.as_slice());
@@ -524,9 +660,19 @@ mod tests {
             let e = e.unwrap();
             let p = e.path().unwrap().display().to_string();
             let h = e.header();
-            seen.push((p, h.entry_type(), h.mode().unwrap(), e.link_name().unwrap().map(|l| l.display().to_string())));
+            seen.push((
+                p,
+                h.entry_type(),
+                h.mode().unwrap(),
+                e.link_name().unwrap().map(|l| l.display().to_string()),
+            ));
         }
-        let find = |p: &str| seen.iter().find(|s| s.0.trim_end_matches('/') == p).unwrap_or_else(|| panic!("{p} in {seen:?}")).clone();
+        let find = |p: &str| {
+            seen.iter()
+                .find(|s| s.0.trim_end_matches('/') == p)
+                .unwrap_or_else(|| panic!("{p} in {seen:?}"))
+                .clone()
+        };
         assert!(find("Dockerfile").1.is_file());
         assert_eq!(find("testbed/run.sh").2, 0o755);
         assert_eq!(find("testbed/a.py").2, 0o644);
@@ -538,7 +684,15 @@ mod tests {
         let mut tb = repo.treebuilder(None).unwrap();
         tb.insert("a.py", exe, 0o100644).unwrap();
         let other = tb.write().unwrap();
-        let plan2 = instance_plan("env:1", "Acme__W-1", &s, TreeSource { repo: d.path().join("m.git"), tree: other });
+        let plan2 = instance_plan(
+            "env:1",
+            "Acme__W-1",
+            &s,
+            TreeSource {
+                repo: d.path().join("m.git"),
+                tree: other,
+            },
+        );
         assert_ne!(plan.name, plan2.name);
     }
 }

@@ -29,6 +29,7 @@ fn main() {
     let result = rt.block_on(async {
         match cli.command {
             Command::Run(args) => cli::run(args).await,
+            Command::Validate(args) => cli::validate(args).await,
         }
     });
     let code = match result {

@@ -45,9 +45,10 @@ impl Outcome {
     }
 
     /// Whether a rerun of the same inputs should reuse this result. Infra
-    /// errors are transient by nature and always re-evaluated.
+    /// and environment failures depend on the machine, not on the inputs
+    /// (a daemon restarted, an interpreter installed): always re-evaluated.
     pub fn is_final(self) -> bool {
-        self != Outcome::InfraError
+        !matches!(self, Outcome::InfraError | Outcome::EnvironmentBuildFailed)
     }
 
     /// Whether the reference harness writes a report.json for this outcome

@@ -25,6 +25,8 @@ pub enum RepoError {
         commit: String,
         mirror: PathBuf,
     },
+    #[error("`{command}` failed: {stderr}")]
+    GitCommand { command: String, stderr: String },
     #[error("failed to import {source_file}: {reason}")]
     Import {
         source_file: PathBuf,
@@ -122,6 +124,17 @@ impl RepoCache {
             .find(|p| p.is_file())
         {
             import_fast_export(&fi, &staging)?;
+        } else if let Some(src) = self.local_source(repo) {
+            // git's own local clone copies (or hardlinks) the packs without
+            // walking every object, so it also takes partial clones whose
+            // large blobs are absent; libgit2's local fetch refuses those.
+            git_cli(&[
+                "clone".as_ref(),
+                "--bare".as_ref(),
+                "--quiet".as_ref(),
+                src.as_os_str(),
+                staging.as_os_str(),
+            ])?;
         } else {
             let r = Repository::init_bare(&staging).map_err(git_err(repo))?;
             self.fetch_into(repo, &r)?;
@@ -140,13 +153,19 @@ impl RepoCache {
     }
 
     fn fetch_into(&self, repo: &str, r: &Repository) -> Result<(), RepoError> {
-        let url = match self.local_source(repo) {
-            Some(p) => std::fs::canonicalize(&p)
-                .map_err(io_err(&p))?
-                .display()
-                .to_string(),
-            None => self.sources.url_template.replace("{repo}", repo),
-        };
+        if let Some(src) = self.local_source(repo) {
+            let refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"];
+            let mut args: Vec<&std::ffi::OsStr> = vec![
+                "--git-dir".as_ref(),
+                r.path().as_os_str(),
+                "fetch".as_ref(),
+                "--quiet".as_ref(),
+                src.as_os_str(),
+            ];
+            args.extend(refspecs.iter().map(|s| std::ffi::OsStr::new(*s)));
+            return git_cli(&args);
+        }
+        let url = self.sources.url_template.replace("{repo}", repo);
         let mut remote = r.remote_anonymous(&url).map_err(git_err(repo))?;
         // Branches and tags only: remote-tracking refs of a non-bare source
         // are under refs/remotes and carry the same commits.
@@ -253,6 +272,34 @@ fn copy_tree(from: &Repository, to: &Repository, tree: Oid) -> Result<(), git2::
             }
         }
         dst.write(obj.kind(), obj.data())?;
+    }
+    Ok(())
+}
+
+/// Run the git command line (for what libgit2 does not do).
+fn git_cli(args: &[&std::ffi::OsStr]) -> Result<(), RepoError> {
+    let command = || {
+        format!(
+            "git {}",
+            args.iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    };
+    let out = Command::new("git")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| RepoError::GitCommand {
+            command: command(),
+            stderr: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(RepoError::GitCommand {
+            command: command(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(())
 }

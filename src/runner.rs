@@ -565,13 +565,12 @@ impl Runner {
         let env = match self.backend.prepare_env(&rs, inst, log_dir).await {
             Ok(env) => env,
             Err(e) => {
-                return finish(
-                    record,
-                    Outcome::EnvironmentBuildFailed,
-                    Some(e.to_string()),
-                    log,
-                    timings,
-                )
+                let outcome = if e.is_infra() {
+                    Outcome::InfraError
+                } else {
+                    Outcome::EnvironmentBuildFailed
+                };
+                return finish(record, outcome, Some(e.to_string()), log, timings);
             }
         };
         record.environment = Some(env.describe());

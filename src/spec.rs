@@ -87,6 +87,13 @@ pub struct Spec {
     /// Whether the test run may use the network (default: no).
     #[serde(default)]
     pub network: bool,
+    /// Without network: route every non-local address to nowhere, so that a
+    /// connection attempt times out (as on a host whose packets are dropped)
+    /// instead of failing at once with "network unreachable". Tests that
+    /// expect an unroutable address to time out need it (psf/requests'
+    /// connect-timeout tests use 10.255.255.1).
+    #[serde(default)]
+    pub blackhole_routes: bool,
     /// Extra environment for the test run.
     #[serde(default)]
     pub env: BTreeMap<String, String>,

@@ -123,7 +123,7 @@ impl LocalBackend {
             ));
         };
         let requirements = match &spec.requirements {
-            Some(path) => Some(self.read_requirements(inst, path)?),
+            Some(path) => Some(super::read_requirements(&self.repos, inst, path)?),
             None => None,
         };
         let mut h = Sha256::new();
@@ -164,7 +164,7 @@ impl LocalBackend {
         };
         if let Some(text) = &requirements {
             let req_file = dir.with_extension("requirements.txt");
-            std::fs::write(&req_file, filter_requirements(text))
+            std::fs::write(&req_file, super::filter_requirements(text))
                 .map_err(|e| EnvError::Other(e.to_string()))?;
             steps.push(pip(&["-r", &req_file.display().to_string()]));
         }
@@ -180,28 +180,6 @@ impl LocalBackend {
             python: Some(python),
             shared: Some(dir),
         })
-    }
-
-    /// The requirements file as it is at the instance's environment setup
-    /// commit, read from the mirror (never downloaded).
-    fn read_requirements(&self, inst: &Instance, path: &str) -> Result<String, EnvError> {
-        let commit = if inst.environment_setup_commit.is_empty() {
-            &inst.base_commit
-        } else {
-            &inst.environment_setup_commit
-        };
-        let mirror = self
-            .repos
-            .ensure(&inst.repo, &[commit])
-            .map_err(|e| EnvError::Other(format!("reading {path}: {e}")))?;
-        let r = git2::Repository::open_bare(mirror).map_err(|e| EnvError::Other(e.to_string()))?;
-        let blob = git2::Oid::from_str(commit)
-            .and_then(|o| r.find_commit(o))
-            .and_then(|c| c.tree())
-            .and_then(|t| t.get_path(Path::new(path)))
-            .and_then(|e| r.find_blob(e.id()))
-            .map_err(|e| EnvError::Other(format!("requirements {path} at {commit}: {e}")))?;
-        Ok(String::from_utf8_lossy(blob.content()).into_owned())
     }
 
     /// Make the per-evaluation overlay venv; returns the activation line.
@@ -322,7 +300,20 @@ impl LocalBackend {
                 if !rs.spec.network {
                     c.arg("--unshare-net");
                 }
-                c.arg("bash").arg(&script_path);
+                if !rs.spec.network && rs.spec.blackhole_routes {
+                    // The namespace has only loopback; a default route into
+                    // it makes packets to other addresses vanish.
+                    c.args([
+                        "--cap-add",
+                        "CAP_NET_ADMIN",
+                        "sh",
+                        "-c",
+                        "ip route add default dev lo 2>/dev/null; exec bash \"$0\"",
+                    ]);
+                    c.arg(&script_path);
+                } else {
+                    c.arg("bash").arg(&script_path);
+                }
                 c
             }
             None => {
@@ -380,20 +371,6 @@ impl LocalBackend {
     }
 }
 
-/// Drop lines the reference drops from requirements files: the project
-/// itself is installed by `install`, not from the requirements.
-fn filter_requirements(text: &str) -> String {
-    text.lines()
-        .filter(|l| {
-            let t = l.trim();
-            !(t.starts_with("-e .") || t.starts_with('#') || t.starts_with(".[test"))
-        })
-        .map(|l| l.replace("types-pkg_resources", "types-setuptools"))
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
-}
-
 fn site_packages(venv: &Path) -> Option<PathBuf> {
     let lib = venv.join("lib");
     std::fs::read_dir(&lib)
@@ -431,29 +408,44 @@ fn wrap_console_scripts(shared_bin: &Path, own_bin: &Path) -> std::io::Result<()
     Ok(())
 }
 
+/// An interpreter for `version` ("3.9"): `pythonX.Y` or `python3` on PATH,
+/// else a pyenv-installed one (pyenv shims only work for the selected
+/// version, so the versions folder is searched directly).
 async fn find_python(version: &str) -> Result<PathBuf, EnvError> {
-    let candidates = [format!("python{version}"), "python3".to_string()];
+    let names = [format!("python{version}"), "python3".to_string()];
+    let mut candidates: Vec<PathBuf> = Vec::new();
     let path = std::env::var_os("PATH").unwrap_or_default();
-    for name in &candidates {
-        for dir in std::env::split_paths(&path) {
-            let p = dir.join(name);
-            if !p.is_file() {
-                continue;
-            }
-            let out = Command::new(&p)
-                .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
-                .output()
-                .await;
-            if let Ok(out) = out {
-                if String::from_utf8_lossy(&out.stdout).trim() == version {
-                    return Ok(p);
-                }
+    for name in &names {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join(name)));
+    }
+    let pyenv_root = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")));
+    if let Some(versions) = pyenv_root.map(|r| r.join("versions")) {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&versions)
+            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        dirs.sort();
+        dirs.reverse();
+        candidates.extend(
+            dirs.iter()
+                .map(|d| d.join("bin").join(format!("python{version}"))),
+        );
+    }
+    for p in candidates.into_iter().filter(|p| p.is_file()) {
+        let out = Command::new(&p)
+            .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+            .output()
+            .await;
+        if let Ok(out) = out {
+            if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == version {
+                return Ok(p);
             }
         }
     }
     Err(EnvError::PythonNotFound {
         version: version.to_string(),
-        tried: candidates.join(", "),
+        tried: format!("{} on PATH, pyenv versions", names.join(", ")),
     })
 }
 

@@ -5,12 +5,14 @@
 //! timeout. Everything else (checkout, patching, grading, reports) is the
 //! runner's and is the same for every backend.
 
+pub mod docker;
 pub mod local;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::dataset::Instance;
+use crate::repo::RepoCache;
 use crate::spec::ResolvedSpec;
 
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +29,17 @@ pub enum EnvError {
     },
     #[error("environment setup failed: {0}")]
     Other(String),
+    /// The engine or host failed, not the environment: an infra error,
+    /// retried once by the runner.
+    #[error("{0}")]
+    Infra(String),
+}
+
+impl EnvError {
+    /// Whether the failure says nothing about the environment itself.
+    pub fn is_infra(&self) -> bool {
+        matches!(self, EnvError::Infra(_))
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,18 +78,21 @@ pub struct Workspace {
     pub tree: PathBuf,
 }
 
+pub use docker::{DockerBackend, DockerEnv};
 pub use local::{LocalBackend, LocalEnv};
 
 /// The backends patchgrade can run on.
 #[derive(Debug)]
 pub enum Backend {
     Local(LocalBackend),
+    Docker(DockerBackend),
 }
 
 /// A prepared environment, by backend.
 #[derive(Debug, Clone)]
 pub enum Env {
     Local(LocalEnv),
+    Docker(DockerEnv),
 }
 
 impl Env {
@@ -84,6 +100,7 @@ impl Env {
     pub fn describe(&self) -> String {
         match self {
             Env::Local(e) => e.describe(),
+            Env::Docker(e) => e.describe(),
         }
     }
 }
@@ -92,6 +109,7 @@ impl Backend {
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Local(_) => "local",
+            Backend::Docker(_) => "docker",
         }
     }
 
@@ -99,6 +117,7 @@ impl Backend {
     pub fn testbed(&self, ws: &Workspace) -> String {
         match self {
             Backend::Local(_) => ws.tree.display().to_string(),
+            Backend::Docker(_) => crate::image::TESTBED.to_string(),
         }
     }
 
@@ -110,6 +129,7 @@ impl Backend {
     ) -> Result<Env, EnvError> {
         match self {
             Backend::Local(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Local),
+            Backend::Docker(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Docker),
         }
     }
 
@@ -123,6 +143,9 @@ impl Backend {
     ) -> Result<Option<String>, EnvError> {
         match (self, env) {
             (Backend::Local(b), Env::Local(e)) => b.prepare_workspace(e, spec, ws).await,
+            // pre_install and install ran in the instance image.
+            (Backend::Docker(_), Env::Docker(_)) => Ok(Some(crate::image::activate_line())),
+            _ => Err(EnvError::Other("environment of another backend".into())),
         }
     }
 
@@ -137,6 +160,63 @@ impl Backend {
     ) -> Result<RunOutput, InfraError> {
         match (self, env) {
             (Backend::Local(b), Env::Local(e)) => b.run(e, spec, ws, script, timeout, cancel).await,
+            (Backend::Docker(b), Env::Docker(e)) => {
+                b.run(e, spec, ws, script, timeout, cancel).await
+            }
+            _ => Err(InfraError::Other("environment of another backend".into())),
         }
     }
+
+    /// End of a run: the docker backend removes images per `--cache-level`.
+    pub async fn finish(&self) {
+        if let Backend::Docker(b) = self {
+            b.finish().await;
+        }
+    }
+
+    /// Stop everything running now (second Ctrl-C): removes containers.
+    pub async fn kill_running(&self) {
+        if let Backend::Docker(b) = self {
+            b.kill_running().await;
+        }
+    }
+}
+
+/// The requirements file as it is at the instance's environment setup
+/// commit, read from the mirror (never downloaded).
+pub fn read_requirements(
+    repos: &RepoCache,
+    inst: &Instance,
+    path: &str,
+) -> Result<String, EnvError> {
+    let commit = if inst.environment_setup_commit.is_empty() {
+        &inst.base_commit
+    } else {
+        &inst.environment_setup_commit
+    };
+    let mirror = repos
+        .ensure(&inst.repo, &[commit])
+        .map_err(|e| EnvError::Other(format!("reading {path}: {e}")))?;
+    let r = git2::Repository::open_bare(mirror).map_err(|e| EnvError::Other(e.to_string()))?;
+    let blob = git2::Oid::from_str(commit)
+        .and_then(|o| r.find_commit(o))
+        .and_then(|c| c.tree())
+        .and_then(|t| t.get_path(Path::new(path)))
+        .and_then(|e| r.find_blob(e.id()))
+        .map_err(|e| EnvError::Other(format!("requirements {path} at {commit}: {e}")))?;
+    Ok(String::from_utf8_lossy(blob.content()).into_owned())
+}
+
+/// Drop lines the reference drops from requirements files: the project
+/// itself is installed by `install`, not from the requirements.
+pub fn filter_requirements(text: &str) -> String {
+    text.lines()
+        .filter(|l| {
+            let t = l.trim();
+            !(t.starts_with("-e .") || t.starts_with('#') || t.starts_with(".[test"))
+        })
+        .map(|l| l.replace("types-pkg_resources", "types-setuptools"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }

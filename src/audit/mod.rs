@@ -1,0 +1,257 @@
+//! Audits of resolved evaluations: is a pass `clean`, or `suspect`, and why.
+//!
+//! A resolved (instance, prediction) passed its tests; the audit asks whether
+//! the pass can be trusted. The static checks here read only the candidate
+//! patch, the instance, the test log and the repository the candidate ran in;
+//! they are plain sync code, cheap (milliseconds per instance, see
+//! docs/audit.md) and never panic on malformed input:
+//!
+//! - [`tampering`]: the candidate edits tests, test configuration, adds
+//!   skip/xfail markers or hijacks the test runner.
+//! - [`leakage`]: the candidate's added lines are copied from the issue text,
+//!   and the instance-level flag when the gold patch itself is in the issue.
+//! - [`spoofing`]: the log claims passes the recorded exit code contradicts,
+//!   repeats a marker line, or the candidate prints markers or status lines.
+//! - [`history`]: the repository holds commits, tags or reflog entries newer
+//!   than the base commit (the candidate could have read the fix).
+//!
+//! Dynamic checks (held-out tests, divergence from gold) are run by the runner
+//! and added to the same [`Audit`] with [`Audit::push`].
+
+pub(crate) mod diff;
+pub mod history;
+pub mod leakage;
+pub mod spoofing;
+pub mod tampering;
+pub(crate) mod text;
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::Instance;
+use crate::parse::LogParser;
+
+/// Whether a pass can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Clean,
+    Suspect,
+}
+
+/// What kind of problem a reason reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonKind {
+    /// The candidate edits or creates tests, test configuration, skip
+    /// markers or test-runner hooks.
+    TestTampering,
+    /// The candidate's added lines are largely found in the issue text.
+    IssueLeakage,
+    /// Instance-level: the gold patch is largely contained in the issue text,
+    /// so any pass on this instance may be copied from it.
+    SolutionInIssue,
+    /// The log's pass claims are contradicted or forged.
+    OutputSpoofing,
+    /// The repository holds history newer than the base commit.
+    FutureHistory,
+    /// Dynamic (filled by the runner): fails tests that were held out.
+    FailsHeldOut,
+    /// Dynamic (filled by the runner): behaves differently from gold.
+    GoldDivergence,
+}
+
+impl ReasonKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReasonKind::TestTampering => "test_tampering",
+            ReasonKind::IssueLeakage => "issue_leakage",
+            ReasonKind::SolutionInIssue => "solution_in_issue",
+            ReasonKind::OutputSpoofing => "output_spoofing",
+            ReasonKind::FutureHistory => "future_history",
+            ReasonKind::FailsHeldOut => "fails_held_out",
+            ReasonKind::GoldDivergence => "gold_divergence",
+        }
+    }
+}
+
+impl std::fmt::Display for ReasonKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One piece of evidence behind a reason. Line numbers are 1-based: lines of
+/// the new file for patch evidence, lines of the log for log evidence.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<usize>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<String>,
+}
+
+impl Evidence {
+    pub fn file(path: impl Into<String>) -> Evidence {
+        Evidence {
+            file: Some(path.into()),
+            ..Evidence::default()
+        }
+    }
+}
+
+/// Why an evaluation is suspect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reason {
+    pub kind: ReasonKind,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
+}
+
+/// The audit of one evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Audit {
+    pub verdict: Verdict,
+    pub reasons: Vec<Reason>,
+    /// Wall-clock seconds the checks took.
+    pub seconds: f64,
+    /// Checks that could not run, and why (a missing repository, say). They
+    /// do not make the verdict suspect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Audit {
+    /// An audit with these reasons; suspect when there is any.
+    pub fn new(reasons: Vec<Reason>, seconds: f64) -> Audit {
+        let mut a = Audit {
+            verdict: Verdict::Clean,
+            reasons,
+            seconds,
+            notes: Vec::new(),
+        };
+        a.update_verdict();
+        a
+    }
+
+    /// Adds a reason (from a dynamic check, say); the verdict follows.
+    pub fn push(&mut self, reason: Reason) {
+        self.reasons.push(reason);
+        self.update_verdict();
+    }
+
+    pub fn is_suspect(&self) -> bool {
+        self.verdict == Verdict::Suspect
+    }
+
+    /// Whether any reason is of this kind.
+    pub fn has(&self, kind: ReasonKind) -> bool {
+        self.reasons.iter().any(|r| r.kind == kind)
+    }
+
+    fn update_verdict(&mut self) {
+        self.verdict = if self.reasons.is_empty() {
+            Verdict::Clean
+        } else {
+            Verdict::Suspect
+        };
+    }
+}
+
+/// What the static checks read.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditInput<'a> {
+    pub instance: &'a Instance,
+    /// The candidate patch as submitted (it is normalised here).
+    pub candidate_patch: &'a str,
+    /// The test log (`test_output.txt`), if the tests ran.
+    pub test_log: Option<&'a str>,
+    /// The log parser of the instance's spec; without it the log checks use
+    /// generic pass/fail line patterns.
+    pub log_parser: Option<LogParser>,
+    /// The git repository the candidate ran in, for the history check.
+    pub checkout: Option<&'a Path>,
+    /// Commit time (seconds since the epoch) of the base commit, for the
+    /// history check; see [`history::base_commit_time`]. Without it the base
+    /// commit is looked up in `checkout`, then the instance's `created_at`
+    /// is used.
+    pub base_time: Option<i64>,
+}
+
+impl<'a> AuditInput<'a> {
+    /// Input with only the patch; set the other fields as available.
+    pub fn new(instance: &'a Instance, candidate_patch: &'a str) -> AuditInput<'a> {
+        AuditInput {
+            instance,
+            candidate_patch,
+            test_log: None,
+            log_parser: None,
+            checkout: None,
+            base_time: None,
+        }
+    }
+}
+
+/// Runs every static check. Never panics; a check that cannot run leaves a
+/// note instead of a reason.
+pub fn audit_static(input: &AuditInput) -> Audit {
+    let t0 = Instant::now();
+    let inst = input.instance;
+    let files = diff::read(input.candidate_patch);
+    let test_files = diff::read(&inst.test_patch);
+    let mut reasons = Vec::new();
+    let mut notes = Vec::new();
+
+    reasons.extend(tampering::check(&files, &test_files));
+    reasons.extend(leakage::check_candidate(inst, &files));
+    reasons.extend(leakage::check_instance(inst));
+    reasons.extend(spoofing::check_patch(&files));
+    if let Some(log) = input.test_log {
+        reasons.extend(spoofing::check_log(log, input.log_parser, inst));
+    }
+    if let Some(repo) = input.checkout {
+        match history::check(repo, input.base_time, inst) {
+            Ok(r) => reasons.extend(r),
+            Err(e) => notes.push(format!("history check skipped: {e}")),
+        }
+    }
+
+    let mut audit = Audit::new(reasons, t0.elapsed().as_secs_f64());
+    audit.notes = notes;
+    audit
+}
+
+/// At most `max_lines` lines of `lines`, joined, with a count of the rest.
+pub(crate) fn excerpt<'s>(lines: impl IntoIterator<Item = &'s str>, max_lines: usize) -> String {
+    const MAX_LINE: usize = 200;
+    let mut out = String::new();
+    let mut rest = 0;
+    for (i, l) in lines.into_iter().enumerate() {
+        if i >= max_lines {
+            rest += 1;
+            continue;
+        }
+        if i > 0 {
+            out.push('\n');
+        }
+        if l.chars().count() > MAX_LINE {
+            out.extend(l.chars().take(MAX_LINE));
+            out.push('…');
+        } else {
+            out.push_str(l);
+        }
+    }
+    if rest > 0 {
+        out.push_str(&format!("\n… ({rest} more)"));
+    }
+    out
+}

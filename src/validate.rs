@@ -1,0 +1,335 @@
+//! `patchgrade validate`: is each instance sound in this environment?
+//!
+//! An instance is valid when every FAIL_TO_PASS test fails on the base tree
+//! (with the test patch, without the fix) and passes with the gold patch, and
+//! every PASS_TO_PASS test passes on both. Gold runs several times; a test
+//! whose status changes between runs is flaky. This is how instances are
+//! admitted to a benchmark, and the check that an environment is faithful.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::dataset::{Dataset, Instance, Prediction};
+use crate::grade::logs_eval;
+use crate::outcome::{EvalRecord, Outcome};
+use crate::parse::{StatusMap, TestStatus};
+use crate::runner::{Job, RecordKey};
+use crate::spec::SpecSet;
+
+pub const BASE_MODEL: &str = "validate-base";
+
+pub fn gold_model(run: usize) -> String {
+    format!("validate-gold-{}", run + 1)
+}
+
+/// The jobs of a validation: one base run and `gold_runs` gold runs per
+/// instance (distinct model names, so identical gold patches are not merged).
+pub fn jobs(dataset: &Dataset, gold_runs: usize) -> Vec<Job> {
+    let mut out = Vec::new();
+    for inst in &dataset.instances {
+        let inst = std::sync::Arc::new(inst.clone());
+        let pred = |model: String, patch: Option<String>| Prediction {
+            instance_id: inst.instance_id.clone(),
+            model_name_or_path: model,
+            model_patch: patch,
+            sample_id: None,
+            extra: Default::default(),
+        };
+        out.push(Job {
+            instance: inst.clone(),
+            prediction: pred(BASE_MODEL.into(), None),
+            sample: None,
+            directives: None,
+            run_without_patch: true,
+        });
+        for k in 0..gold_runs {
+            out.push(Job {
+                instance: inst.clone(),
+                prediction: pred(gold_model(k), Some(inst.patch.clone())),
+                sample: None,
+                directives: None,
+                run_without_patch: false,
+            });
+        }
+    }
+    out
+}
+
+/// Verdict on one instance.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceValidation {
+    pub instance_id: String,
+    pub valid: bool,
+    /// Why not valid, in words.
+    pub problems: Vec<String>,
+    pub base_outcome: Option<Outcome>,
+    pub gold_outcomes: Vec<Option<Outcome>>,
+    /// FAIL_TO_PASS tests that already pass without the fix.
+    pub f2p_passing_on_base: Vec<String>,
+    /// FAIL_TO_PASS tests that do not pass with gold (in any gold run).
+    pub f2p_failing_on_gold: Vec<String>,
+    pub p2p_failing_on_base: Vec<String>,
+    pub p2p_failing_on_gold: Vec<String>,
+    /// Tests whose status differs between gold runs.
+    pub flaky_tests: Vec<String>,
+    /// Expected ids found in no log (id format mismatch, not a failure).
+    pub unmatched: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counts {
+    pub instances: usize,
+    pub valid: usize,
+    pub invalid: usize,
+    /// Instances whose base run (no fix) resolves: a broken instance or
+    /// environment that would count any patch as a success.
+    pub false_resolutions: usize,
+    /// Instances that gold resolved in every run.
+    pub gold_resolved: usize,
+    pub flaky_instances: usize,
+    /// Runs that ended in environment or infrastructure failures.
+    pub environment_failures: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ValidationReport {
+    pub run_id: String,
+    pub gold_runs: usize,
+    pub counts: Counts,
+    pub instances: Vec<InstanceValidation>,
+}
+
+fn passes(s: Option<&TestStatus>, p2p: bool) -> bool {
+    match s {
+        Some(TestStatus::Passed | TestStatus::Xfail) => true,
+        Some(TestStatus::Skipped) => p2p,
+        _ => false,
+    }
+}
+
+/// The status map of a finished evaluation, parsed from its log.
+fn statuses(specs: &SpecSet, inst: &Instance, log_dir: &Path) -> Option<StatusMap> {
+    let spec = specs.lookup(&inst.repo, &inst.version).ok()?;
+    let text = std::fs::read(log_dir.join("test_output.txt")).ok()?;
+    logs_eval(spec.spec.log_parser, &String::from_utf8_lossy(&text)).ok()
+}
+
+/// Judge every instance from the records and logs of a validation run.
+pub fn judge(
+    dataset: &Dataset,
+    gold_runs: usize,
+    records: &BTreeMap<RecordKey, EvalRecord>,
+    specs: &SpecSet,
+    log_dir_of: impl Fn(&str, &str) -> std::path::PathBuf,
+    run_id: &str,
+) -> ValidationReport {
+    let mut counts = Counts::default();
+    let mut instances = Vec::new();
+    for inst in &dataset.instances {
+        let id = &inst.instance_id;
+        let rec = |model: &str| records.get(&(model.to_string(), id.clone(), None));
+        let base_rec = rec(BASE_MODEL);
+        let gold_recs: Vec<Option<&EvalRecord>> =
+            (0..gold_runs).map(|k| rec(&gold_model(k))).collect();
+        let base_map = statuses(specs, inst, &log_dir_of(BASE_MODEL, id));
+        let gold_maps: Vec<Option<StatusMap>> = (0..gold_runs)
+            .map(|k| statuses(specs, inst, &log_dir_of(&gold_model(k), id)))
+            .collect();
+
+        let mut problems = Vec::new();
+        let env_failed = |r: Option<&EvalRecord>| {
+            r.is_some_and(|r| {
+                matches!(
+                    r.outcome,
+                    Outcome::EnvironmentBuildFailed | Outcome::InfraError
+                )
+            })
+        };
+        counts.environment_failures += usize::from(env_failed(base_rec))
+            + gold_recs.iter().filter(|r| env_failed(**r)).count();
+        for (what, r) in
+            std::iter::once(("base", base_rec)).chain(gold_recs.iter().map(|r| ("gold", *r)))
+        {
+            match r {
+                None => problems.push(format!("{what} run did not finish")),
+                Some(r) if r.outcome != Outcome::Resolved && r.outcome != Outcome::Unresolved => {
+                    problems.push(format!(
+                        "{what} run: {}: {}",
+                        r.outcome,
+                        r.detail.as_deref().unwrap_or("")
+                    ))
+                }
+                Some(r) if r.ungradable.is_some() => problems.push(format!(
+                    "{what} run: {}",
+                    r.detail.as_deref().unwrap_or("ungradable log")
+                )),
+                _ => {}
+            }
+        }
+        let empty = StatusMap::new();
+        let base = base_map.as_ref().unwrap_or(&empty);
+        let mut v = InstanceValidation {
+            instance_id: id.clone(),
+            valid: false,
+            problems: Vec::new(),
+            base_outcome: base_rec.map(|r| r.outcome),
+            gold_outcomes: gold_recs.iter().map(|r| r.map(|r| r.outcome)).collect(),
+            f2p_passing_on_base: inst
+                .fail_to_pass
+                .iter()
+                .filter(|t| passes(base.get(*t), false))
+                .cloned()
+                .collect(),
+            f2p_failing_on_gold: Vec::new(),
+            p2p_failing_on_base: inst
+                .pass_to_pass
+                .iter()
+                .filter(|t| !passes(base.get(*t), true))
+                .cloned()
+                .collect(),
+            p2p_failing_on_gold: Vec::new(),
+            flaky_tests: Vec::new(),
+            unmatched: Vec::new(),
+        };
+        let mut f2p_fail: BTreeSet<String> = BTreeSet::new();
+        let mut p2p_fail: BTreeSet<String> = BTreeSet::new();
+        for m in &gold_maps {
+            let m = m.as_ref().unwrap_or(&empty);
+            f2p_fail.extend(
+                inst.fail_to_pass
+                    .iter()
+                    .filter(|t| !passes(m.get(*t), false))
+                    .cloned(),
+            );
+            p2p_fail.extend(
+                inst.pass_to_pass
+                    .iter()
+                    .filter(|t| !passes(m.get(*t), true))
+                    .cloned(),
+            );
+        }
+        v.f2p_failing_on_gold = f2p_fail.into_iter().collect();
+        v.p2p_failing_on_gold = p2p_fail.into_iter().collect();
+        let present: Vec<&StatusMap> = gold_maps.iter().flatten().collect();
+        if present.len() > 1 {
+            let all: BTreeSet<&String> = present.iter().flat_map(|m| m.keys()).collect();
+            v.flaky_tests = all
+                .into_iter()
+                .filter(|t| {
+                    present
+                        .iter()
+                        .map(|m| m.get(*t))
+                        .collect::<std::collections::HashSet<_>>()
+                        .len()
+                        > 1
+                })
+                .cloned()
+                .collect();
+        }
+        let seen: BTreeSet<&String> = present
+            .iter()
+            .flat_map(|m| m.keys())
+            .chain(base.keys())
+            .collect();
+        v.unmatched = inst
+            .fail_to_pass
+            .iter()
+            .chain(&inst.pass_to_pass)
+            .filter(|t| !seen.contains(t))
+            .cloned()
+            .collect();
+        if !v.f2p_passing_on_base.is_empty() {
+            problems.push(format!(
+                "{} FAIL_TO_PASS tests pass without the fix",
+                v.f2p_passing_on_base.len()
+            ));
+        }
+        if !v.f2p_failing_on_gold.is_empty() {
+            problems.push(format!(
+                "{} FAIL_TO_PASS tests do not pass with gold",
+                v.f2p_failing_on_gold.len()
+            ));
+        }
+        if !v.p2p_failing_on_base.is_empty() {
+            problems.push(format!(
+                "{} PASS_TO_PASS tests do not pass on base",
+                v.p2p_failing_on_base.len()
+            ));
+        }
+        if !v.p2p_failing_on_gold.is_empty() {
+            problems.push(format!(
+                "{} PASS_TO_PASS tests do not pass with gold",
+                v.p2p_failing_on_gold.len()
+            ));
+        }
+        if !v.unmatched.is_empty() {
+            problems.push(format!(
+                "{} expected test ids appear in no log",
+                v.unmatched.len()
+            ));
+        }
+        v.valid = problems.is_empty();
+        v.problems = problems;
+        counts.instances += 1;
+        if v.valid {
+            counts.valid += 1;
+        } else {
+            counts.invalid += 1;
+        }
+        if base_rec.is_some_and(|r| r.outcome == Outcome::Resolved) {
+            counts.false_resolutions += 1;
+        }
+        if gold_recs
+            .iter()
+            .all(|r| r.is_some_and(|r| r.outcome == Outcome::Resolved))
+        {
+            counts.gold_resolved += 1;
+        }
+        if !v.flaky_tests.is_empty() {
+            counts.flaky_instances += 1;
+        }
+        instances.push(v);
+    }
+    ValidationReport {
+        run_id: run_id.to_string(),
+        gold_runs,
+        counts,
+        instances,
+    }
+}
+
+impl ValidationReport {
+    pub fn table(&self) -> String {
+        let width = self
+            .instances
+            .iter()
+            .map(|i| i.instance_id.len())
+            .max()
+            .unwrap_or(8)
+            .max(8);
+        let mut out = format!("{:<width$}  {:<7}  detail\n", "instance", "valid");
+        for i in &self.instances {
+            let mut detail = i.problems.join("; ");
+            if !i.flaky_tests.is_empty() {
+                detail.push_str(&format!(
+                    "{}flaky: {}",
+                    if detail.is_empty() { "" } else { "; " },
+                    i.flaky_tests.join(", ")
+                ));
+            }
+            out.push_str(&format!(
+                "{:<width$}  {:<7}  {detail}\n",
+                i.instance_id,
+                if i.valid { "yes" } else { "NO" }
+            ));
+        }
+        let c = &self.counts;
+        out.push_str(&format!(
+            "\n{} instances: {} valid, {} invalid; gold resolved {} in all {} runs; {} false resolutions on base; {} with flaky tests; {} environment failures\n",
+            c.instances, c.valid, c.invalid, c.gold_resolved, self.gold_runs, c.false_resolutions, c.flaky_instances, c.environment_failures
+        ));
+        out
+    }
+}
