@@ -162,6 +162,9 @@ impl LocalBackend {
             a.extend(args.iter().map(|s| s.to_string()));
             (vpy.clone(), a)
         };
+        // Old interpreters' bundled pip (20.x on 3.9) cannot do editable
+        // installs of pyproject-only projects.
+        steps.push(pip(&["pip>=21.3"]));
         if let Some(text) = &requirements {
             let req_file = dir.with_extension("requirements.txt");
             std::fs::write(&req_file, super::filter_requirements(text))
