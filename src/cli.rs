@@ -79,6 +79,11 @@ pub enum Command {
     /// Check instances: FAIL_TO_PASS fails without the fix and passes with
     /// gold, PASS_TO_PASS passes on both; gold runs repeat to find flaky tests.
     Validate(ValidateArgs),
+    /// pass@k / pass^k with intervals, clean variants, slices and plots from
+    /// run folders; or a paired comparison of two runs.
+    Report(ReportArgs),
+    /// Best-of-n: choose one sample per instance without the hidden tests.
+    Select(SelectArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -148,6 +153,67 @@ pub struct ValidateArgs {
     #[arg(long, default_value = ".")]
     pub report_dir: PathBuf,
     /// Print the report JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run folders (`logs/run_evaluation/<run_id>`).
+    #[arg(
+        value_name = "RUN_DIR",
+        required_unless_present = "compare",
+        conflicts_with = "compare"
+    )]
+    pub run_dirs: Vec<PathBuf>,
+    /// k values for pass@k and pass^k (comma-separated); default 1, 2, 5,
+    /// 10, 20, 50, 100 up to the largest number of samples.
+    #[arg(long, value_name = "K", value_delimiter = ',')]
+    pub k: Vec<u64>,
+    /// Also slice by this dataset or metadata field (repeatable), e.g. difficulty.
+    #[arg(long, value_name = "FIELD")]
+    pub by: Vec<String>,
+    /// Dataset for slices; default: the one RUN_DIR/run.json names, if found.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// Per-instance fields joined on instance_id (or id), e.g.
+    /// swebench-verified-metadata.jsonl (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub metadata: Vec<PathBuf>,
+    /// Paired comparison of two run folders: A minus B.
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    pub compare: Vec<PathBuf>,
+    /// Print the numbers as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Folder for report.md and its SVG plots; default RUN_DIR/passk.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Bootstrap resamples per interval.
+    #[arg(long, default_value_t = crate::metrics::DEFAULT_RESAMPLES)]
+    pub resamples: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct SelectArgs {
+    /// The run folder whose samples to choose from (`logs/run_evaluation/<run_id>`).
+    #[arg(value_name = "RUN_DIR")]
+    pub run_dir: PathBuf,
+    /// The predictions file(s) that run evaluated, in the same order.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub predictions: Vec<PathBuf>,
+    /// Dataset; default: the one RUN_DIR/run.json names.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// Where to write the chosen predictions; default <run_id>.selected.jsonl.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Run id of the selection's own test runs; default <run_id>.select.
+    #[arg(long)]
+    pub select_run_id: Option<String>,
+    /// Print the selection report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -478,6 +544,11 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         eprintln!("\n{model}:\n{}", summary.table(&recs));
         eprintln!("summary written to {}", path.display());
         summaries.push(summary);
+    }
+    // Several samples per instance: the pass@k table (`report` has more).
+    let run_dir = args.engine.log_dir.join(&args.run_id);
+    if let Some(table) = crate::passk::after_run(&run_dir, &args.run_id, records.values()) {
+        eprintln!("\npass@k (95% bootstrap intervals over instances):\n{table}");
     }
     if args.json {
         let v = if summaries.len() == 1 {

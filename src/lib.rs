@@ -5,6 +5,7 @@
 //! -> report. Parsing and grading are plain sync code; async is only used to
 //! orchestrate processes, containers and timers.
 
+pub mod audit;
 pub mod backend;
 pub mod cli;
 pub mod dataset;
@@ -13,10 +14,13 @@ pub mod image;
 pub mod metrics;
 pub mod outcome;
 pub mod parse;
+pub mod passk;
 pub mod patch;
+pub mod plot;
 pub mod repo;
 pub mod report;
 pub mod runner;
 pub mod script;
+pub mod select;
 pub mod spec;
 pub mod validate;

@@ -30,6 +30,8 @@ fn main() {
         match cli.command {
             Command::Run(args) => cli::run(args).await,
             Command::Validate(args) => cli::validate(args).await,
+            Command::Report(args) => patchgrade::passk::report(args),
+            Command::Select(args) => patchgrade::select::select(args).await,
         }
     });
     let code = match result {

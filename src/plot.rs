@@ -6,6 +6,7 @@
 //! renders the text.
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// One point of a curve: an estimate and its 95% interval.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,8 +50,11 @@ const PALETTE: [RGBColor; 4] = [
     RGBColor(148, 103, 189),
 ];
 
+const FONT: &str = "sans-serif";
+
 /// Curves of estimates against k (x from 1 to the largest k), y in [0, 1],
-/// each with its shaded interval band and a legend. Returns the SVG text.
+/// each with its shaded interval band; the legend is drawn beside the chart
+/// so it never hides a curve. Returns the SVG text.
 pub fn curves(title: &str, y_desc: &str, curves: &[Curve]) -> Result<String, PlotError> {
     let k_max = curves
         .iter()
@@ -60,17 +64,21 @@ pub fn curves(title: &str, y_desc: &str, curves: &[Curve]) -> Result<String, Plo
         .max(2);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (720, 440)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (820, 440)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(16)
-            .x_label_area_size(40)
+        let root = root.titled(title, (FONT, 20)).map_err(err)?;
+        let (left, right) = root.split_horizontally(680);
+        let mut chart = ChartBuilder::on(&left)
+            .margin(12)
+            .x_label_area_size(44)
             .y_label_area_size(56)
             .build_cartesian_2d(0.8f64..(k_max as f64 + 0.2), 0f64..1.0f64)
             .map_err(err)?;
         chart
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
             .x_desc("k")
             .y_desc(y_desc)
             .x_labels(k_max.min(12) as usize)
@@ -97,21 +105,47 @@ pub fn curves(title: &str, y_desc: &str, curves: &[Curve]) -> Result<String, Plo
             let line: Vec<(f64, f64)> = c.points.iter().map(|p| (p.k as f64, p.value)).collect();
             chart
                 .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))
-                .map_err(err)?
-                .label(c.label.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+                .map_err(err)?;
             chart
                 .draw_series(line.into_iter().map(|p| Circle::new(p, 3, color.filled())))
                 .map_err(err)?;
+            // Legend entry: a swatch (line over its band) and the label.
+            let y = 40 + 26 * i as i32;
+            if c.band {
+                right
+                    .draw(&Rectangle::new(
+                        [(4, y - 7), (30, y + 7)],
+                        color.mix(0.18).filled(),
+                    ))
+                    .map_err(err)?;
+            }
+            right
+                .draw(&PathElement::new(
+                    vec![(4, y), (30, y)],
+                    color.stroke_width(2),
+                ))
+                .map_err(err)?;
+            right
+                .draw(&Text::new(
+                    c.label.clone(),
+                    (36, y),
+                    (FONT, 14)
+                        .into_font()
+                        .color(&BLACK)
+                        .pos(Pos::new(HPos::Left, VPos::Center)),
+                ))
+                .map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
+        let note_y = 44 + 26 * curves.len() as i32;
+        right
+            .draw(&Text::new(
+                "bands: 95% CI",
+                (4, note_y),
+                (FONT, 12)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
+            ))
             .map_err(err)?;
         root.present().map_err(err)?;
     }
@@ -119,20 +153,24 @@ pub fn curves(title: &str, y_desc: &str, curves: &[Curve]) -> Result<String, Plo
 }
 
 /// Horizontal bars (one per group, top to bottom in input order) on [0, 1]
-/// with interval whiskers. Returns the SVG text.
+/// with 95% interval whiskers. Returns the SVG text.
 pub fn bars(title: &str, x_desc: &str, bars: &[Bar]) -> Result<String, PlotError> {
     let n = bars.len().max(1);
-    let longest = bars.iter().map(|b| b.label.chars().count()).max().unwrap_or(4);
-    let label_area = (longest as u32 * 7 + 16).clamp(60, 320);
-    let height = (n as u32 * 28 + 120).min(2000);
+    let longest = bars
+        .iter()
+        .map(|b| b.label.chars().count())
+        .max()
+        .unwrap_or(4);
+    let label_area = (longest as u32 * 8 + 16).clamp(60, 360);
+    let height = (n as u32 * 30 + 130).min(4000);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (720, height)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (760, height)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
+            .caption(title, (FONT, 20))
             .margin(16)
-            .x_label_area_size(40)
+            .x_label_area_size(44)
             .y_label_area_size(label_area)
             .build_cartesian_2d(0f64..1.0f64, (0..n as u32).into_segmented())
             .map_err(err)?;
@@ -143,12 +181,16 @@ pub fn bars(title: &str, x_desc: &str, bars: &[Bar]) -> Result<String, PlotError
         chart
             .configure_mesh()
             .disable_y_mesh()
+            .light_line_style(TRANSPARENT)
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
             .x_desc(x_desc)
             .y_labels(n)
             .x_label_formatter(&|x| format!("{x:.1}"))
             .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(s) => labels
-                    .get(n - 1 - *s as usize)
+                SegmentValue::CenterOf(s) => (n - 1)
+                    .checked_sub(*s as usize)
+                    .and_then(|i| labels.get(i))
                     .cloned()
                     .unwrap_or_default(),
                 _ => String::new(),
@@ -168,9 +210,7 @@ pub fn bars(title: &str, x_desc: &str, bars: &[Bar]) -> Result<String, PlotError
                 r.set_margin(5, 5, 0, 0);
                 r
             }))
-            .map_err(err)?
-            .label("estimate")
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.filled()));
+            .map_err(err)?;
         chart
             .draw_series(bars.iter().enumerate().map(|(i, b)| {
                 PathElement::new(
@@ -181,15 +221,6 @@ pub fn bars(title: &str, x_desc: &str, bars: &[Bar]) -> Result<String, PlotError
                     BLACK.stroke_width(2),
                 )
             }))
-            .map_err(err)?
-            .label("95% interval")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
             .map_err(err)?;
         root.present().map_err(err)?;
     }
@@ -199,6 +230,11 @@ pub fn bars(title: &str, x_desc: &str, bars: &[Bar]) -> Result<String, PlotError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// plotters writes each text on its own line inside `<text>`.
+    fn has_text(svg: &str, t: &str) -> bool {
+        svg.contains(&format!(">\n{t}\n</text>"))
+    }
 
     fn well_formed(svg: &str) {
         assert!(svg.trim_start().starts_with("<svg"), "{}", &svg[..80]);
@@ -235,8 +271,11 @@ mod tests {
         )
         .unwrap();
         well_formed(&svg);
-        assert!(svg.contains(">pass@k<") && svg.contains(">pass^k<"), "legend");
-        assert!(svg.contains("demo &amp; &lt;run&gt;"), "title escaped");
+        assert!(
+            has_text(&svg, "pass@k") && has_text(&svg, "pass^k"),
+            "legend"
+        );
+        assert!(has_text(&svg, "demo &amp; &lt;run&gt;"), "title escaped");
         assert_eq!(svg.matches("<polygon").count(), 1, "one band");
     }
 
@@ -255,7 +294,7 @@ mod tests {
         )
         .unwrap();
         well_formed(&svg);
-        assert!(svg.contains(">astropy/astropy<") && svg.contains(">django/django<"));
+        assert!(has_text(&svg, "astropy/astropy") && has_text(&svg, "django/django"));
         // Empty input still draws an empty, valid chart.
         well_formed(&bars("none", "pass@1", &[]).unwrap());
     }

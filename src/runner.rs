@@ -125,6 +125,7 @@ fn cache_key(job: &Job, patch_sha: Option<&str>, spec_hash: Option<&str>, backen
         &serde_json::to_string(&(&i.fail_to_pass, &i.pass_to_pass)).unwrap_or_default(),
         patch_sha.unwrap_or("-"),
         spec_hash.unwrap_or("-"),
+        &serde_json::to_string(&(&job.directives, job.run_without_patch)).unwrap_or_default(),
     ] {
         h.update(part.as_bytes());
         h.update([0]);

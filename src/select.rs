@@ -1,0 +1,871 @@
+//! Best-of-n selection (`patchgrade select`): one sample per instance, chosen
+//! with signals available without the hidden tests.
+//!
+//! Signals, in order of precedence:
+//! 1. the patch applies (an empty patch or one that does not apply comes
+//!    last);
+//! 2. existing tests: the test files the instance's test patch *modifies*
+//!    exist at base; they are run on the base tree and with each candidate
+//!    (the test patch itself is never applied), and the score is the share
+//!    of the tests passing at base that still pass;
+//! 3. strict apply before fuzzy apply;
+//! 4. not flagged `suspect` by the audit;
+//! 5. agreement: the size of the largest group of samples with the same
+//!    existing-test behaviour or the same normalised patch;
+//! 6. the lowest sample id.
+//!
+//! The selection is then scored with the outcomes the run recorded for the
+//! chosen samples, next to the mean pass@1 and the oracle pass@n.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde::Serialize;
+use serde_json::Map;
+use sha2::{Digest, Sha256};
+
+use crate::cli::{jobs as prediction_jobs, CliError, Engine, SelectArgs};
+use crate::dataset::{load_predictions, Dataset, Instance, Prediction};
+use crate::grade;
+use crate::metrics::{
+    bootstrap_ci, instance_scores, mean_pass_at_k, paired_diff, InstanceScore, Interval,
+    MetricKind, PairedDiff, DEFAULT_RESAMPLES, DEFAULT_SEED,
+};
+use crate::outcome::{EvalRecord, Outcome};
+use crate::parse::{StatusMap, TestStatus};
+use crate::passk::{load_run, sample_order, ModelSamples, SampleRecord};
+use crate::patch::{ApplyStrategy, ChangeKind, Patch};
+use crate::report::{write_atomic, write_json_atomic};
+use crate::runner::{Job, RecordKey, RunConfig};
+use crate::spec::{hex, SpecSet};
+
+/// Model name of the base-tree runs in the selection's run folder.
+pub const BASE_MODEL: &str = "_base";
+
+/// Whether and how a candidate's patch applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Applies {
+    Strict,
+    Fuzzy,
+    /// Not known: the candidate was not run and the run has no record.
+    Unknown,
+    No,
+    Empty,
+}
+
+impl Applies {
+    /// Applying candidates first, then unknown, then the rest.
+    fn tier(self) -> u8 {
+        match self {
+            Applies::Strict | Applies::Fuzzy => 2,
+            Applies::Unknown => 1,
+            Applies::No | Applies::Empty => 0,
+        }
+    }
+
+    fn of_record(outcome: &str, strategy: Option<&str>) -> Applies {
+        match (outcome, strategy) {
+            ("patch_apply_failed", _) => Applies::No,
+            ("empty_patch", _) => Applies::Empty,
+            (_, Some("strict")) => Applies::Strict,
+            (_, Some("fuzzy")) => Applies::Fuzzy,
+            _ => Applies::Unknown,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Applies::Strict => "strict",
+            Applies::Fuzzy => "fuzzy",
+            Applies::Unknown => "unknown",
+            Applies::No => "no",
+            Applies::Empty => "empty",
+        }
+    }
+}
+
+/// One sample as the selection saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Candidate {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample_id: Option<String>,
+    pub applies: Applies,
+    /// Base-passing existing tests that still pass with this candidate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub still_passing: Option<usize>,
+    /// `still_passing` / base-passing tests; none when there is no signal.
+    pub score: Option<f64>,
+    pub suspect: bool,
+    pub agreement: usize,
+    /// The patch edits one of the existing test files it is scored with.
+    pub touches_tests: bool,
+    /// The outcome the run recorded for this sample (used only to score the
+    /// selection, never to make it).
+    pub outcome: Option<String>,
+    #[serde(skip)]
+    behaviour: Option<String>,
+    #[serde(skip)]
+    patch_key: String,
+    #[serde(skip)]
+    prediction: Prediction,
+    #[serde(skip)]
+    recorded: Option<SampleRecord>,
+}
+
+/// The choice for one instance.
+#[derive(Debug, Clone, Serialize)]
+pub struct Choice {
+    pub instance_id: String,
+    pub chosen: Option<String>,
+    /// Existing test files run (empty: no existing-test signal).
+    pub test_files: Vec<String>,
+    /// Tests passing at base among them.
+    pub base_passing: Option<usize>,
+    pub candidates: Vec<Candidate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A mean with its interval.
+#[derive(Debug, Clone, Serialize)]
+pub struct Estimate {
+    pub value: f64,
+    pub ci: Interval,
+}
+
+/// The selection of one model.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelSelection {
+    /// Instances scored: in the run with a usable sample, and predicted.
+    pub instances: usize,
+    /// pass@1 of the chosen samples.
+    pub selection: Option<Estimate>,
+    /// Mean pass@1 over all samples (what picking at random gives).
+    #[serde(rename = "mean_pass@1")]
+    pub mean_pass_at_1: Option<Estimate>,
+    /// Any sample resolved (what a perfect selector gives).
+    #[serde(rename = "oracle_pass@n")]
+    pub oracle: Option<Estimate>,
+    /// Selection minus mean pass@1, paired over instances.
+    pub selection_minus_mean: Option<PairedDiff>,
+    /// The same three with suspect passes counted as failures.
+    pub clean: BTreeMap<String, Option<f64>>,
+    pub choices: Vec<Choice>,
+    pub notes: Vec<String>,
+}
+
+/// The whole selection report (`select.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SelectionReport {
+    pub run_dir: String,
+    pub select_run_dir: String,
+    pub output: String,
+    pub models: BTreeMap<String, ModelSelection>,
+}
+
+fn bad(e: impl Into<anyhow::Error>) -> CliError {
+    CliError::BadInput(e.into())
+}
+
+fn infra(e: impl Into<anyhow::Error>) -> CliError {
+    CliError::Infra(e.into())
+}
+
+fn patch_sha(p: &Prediction) -> Option<String> {
+    p.model_patch
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| hex(&Sha256::digest(t.as_bytes())))
+}
+
+/// The existing test files of an instance (modified by its test patch, so
+/// present at base) as runner arguments; empty when there are none.
+fn existing_tests(inst: &Instance, specs: &SpecSet) -> (Vec<String>, Vec<String>) {
+    let Ok(patch) = Patch::parse(&inst.test_patch) else {
+        return (Vec::new(), Vec::new());
+    };
+    let modified: Vec<_> = patch
+        .files
+        .into_iter()
+        .filter(|f| f.kind == ChangeKind::Modified)
+        .collect();
+    let Ok(rs) = specs.lookup(&inst.repo, &inst.version) else {
+        return (Vec::new(), Vec::new());
+    };
+    let dirs = crate::script::directives(&modified, rs.spec.test_directives);
+    if dirs.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    (modified.into_iter().map(|f| f.path).collect(), dirs)
+}
+
+/// The instance as the selection runs it: no test patch, no expected tests.
+fn base_instance(inst: &Instance) -> Arc<Instance> {
+    Arc::new(Instance {
+        test_patch: String::new(),
+        fail_to_pass: Vec::new(),
+        pass_to_pass: Vec::new(),
+        ..inst.clone()
+    })
+}
+
+/// The status map of a finished test run, from its test_output.txt.
+fn statuses(
+    rec: Option<&EvalRecord>,
+    dir: &Path,
+    inst: &Instance,
+    specs: &SpecSet,
+) -> Option<Result<StatusMap, String>> {
+    let rec = rec?;
+    match rec.outcome {
+        Outcome::Resolved | Outcome::Unresolved => {}
+        Outcome::TestsTimedOut => return Some(Err("tests timed out".into())),
+        _ => return None,
+    }
+    let rs = specs.lookup(&inst.repo, &inst.version).ok()?;
+    let text = std::fs::read_to_string(dir.join("test_output.txt")).ok()?;
+    Some(grade::logs_eval(rs.spec.log_parser, &text).map_err(|u| u.to_string()))
+}
+
+/// `Ordering::Greater` when `a` is the better choice.
+fn compare(a: &Candidate, b: &Candidate) -> Ordering {
+    let score = |c: &Candidate| c.score.unwrap_or(-1.0);
+    a.applies
+        .tier()
+        .cmp(&b.applies.tier())
+        .then(score(a).partial_cmp(&score(b)).unwrap_or(Ordering::Equal))
+        .then((a.applies == Applies::Strict).cmp(&(b.applies == Applies::Strict)))
+        .then((!a.suspect).cmp(&!b.suspect))
+        .then(a.agreement.cmp(&b.agreement))
+        .then(sample_order(b.sample_id.as_deref()).cmp(&sample_order(a.sample_id.as_deref())))
+}
+
+/// Fills `agreement`: the largest group sharing this candidate's
+/// behaviour or normalised patch.
+fn set_agreement(cands: &mut [Candidate]) {
+    let mut by_behaviour: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_patch: BTreeMap<String, usize> = BTreeMap::new();
+    for c in cands.iter() {
+        if let Some(b) = &c.behaviour {
+            *by_behaviour.entry(b.clone()).or_default() += 1;
+        }
+        *by_patch.entry(c.patch_key.clone()).or_default() += 1;
+    }
+    for c in cands.iter_mut() {
+        let b = c.behaviour.as_ref().map(|b| by_behaviour[b]).unwrap_or(1);
+        c.agreement = b.max(by_patch[&c.patch_key]);
+    }
+}
+
+/// One (model, instance) and its samples, in input order.
+struct Group {
+    model: String,
+    instance: Arc<Instance>,
+    jobs: Vec<Job>,
+}
+
+fn groups(jobs: Vec<Job>) -> Vec<Group> {
+    let mut out: Vec<Group> = Vec::new();
+    let mut index: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for j in jobs {
+        let key = (
+            j.prediction.model_name_or_path.clone(),
+            j.instance.instance_id.clone(),
+        );
+        let i = *index.entry(key).or_insert_with(|| {
+            out.push(Group {
+                model: j.prediction.model_name_or_path.clone(),
+                instance: j.instance.clone(),
+                jobs: Vec::new(),
+            });
+            out.len() - 1
+        });
+        out[i].jobs.push(j);
+    }
+    out
+}
+
+/// What to run: per instance id, the existing test files and runner
+/// arguments, and the jobs (base runs and candidates).
+struct Plan {
+    tests: BTreeMap<String, (Vec<String>, Vec<String>)>,
+    jobs: Vec<Job>,
+}
+
+fn plan(groups: &[Group], specs: &SpecSet) -> Plan {
+    let mut tests = BTreeMap::new();
+    let mut jobs = Vec::new();
+    let mut based = BTreeSet::new();
+    for g in groups {
+        let id = &g.instance.instance_id;
+        let (files, dirs) = tests
+            .entry(id.clone())
+            .or_insert_with(|| existing_tests(&g.instance, specs))
+            .clone();
+        let runnable: Vec<&Job> = g
+            .jobs
+            .iter()
+            .filter(|j| !j.prediction.is_empty_patch())
+            .collect();
+        // One candidate, or no existing tests: nothing to compare by tests.
+        if runnable.len() < 2 || files.is_empty() {
+            continue;
+        }
+        let inst = base_instance(&g.instance);
+        if based.insert(id.clone()) {
+            jobs.push(Job {
+                instance: inst.clone(),
+                prediction: Prediction {
+                    instance_id: id.clone(),
+                    model_name_or_path: BASE_MODEL.into(),
+                    model_patch: None,
+                    sample_id: None,
+                    extra: Map::new(),
+                },
+                sample: None,
+                directives: Some(dirs.clone()),
+                run_without_patch: true,
+            });
+        }
+        for j in runnable {
+            jobs.push(Job {
+                instance: inst.clone(),
+                directives: Some(dirs.clone()),
+                run_without_patch: false,
+                ..j.clone()
+            });
+        }
+    }
+    Plan { tests, jobs }
+}
+
+/// Scores every candidate of a group and picks one.
+fn choose(
+    g: &Group,
+    tests: &(Vec<String>, Vec<String>),
+    run: Option<&ModelSamples>,
+    done: &BTreeMap<RecordKey, EvalRecord>,
+    cfg: &RunConfig,
+    specs: &SpecSet,
+    notes: &mut Vec<String>,
+) -> Choice {
+    let id = &g.instance.instance_id;
+    let (files, _) = tests;
+    let base_key: RecordKey = (BASE_MODEL.into(), id.clone(), None);
+    let base_dir = cfg
+        .log_root
+        .join(&cfg.run_id)
+        .join(crate::dataset::model_dir(BASE_MODEL))
+        .join(id);
+    let base_pass: Option<BTreeSet<String>> =
+        match statuses(done.get(&base_key), &base_dir, &g.instance, specs) {
+            Some(Ok(map)) => Some(
+                map.into_iter()
+                    .filter(|(_, s)| *s == TestStatus::Passed)
+                    .map(|(t, _)| t)
+                    .collect(),
+            ),
+            Some(Err(e)) => {
+                notes.push(format!(
+                    "{id}: the base run's tests cannot be read ({e}); no existing-test signal"
+                ));
+                None
+            }
+            None => None,
+        };
+    let base_pass = base_pass.filter(|s| !s.is_empty());
+    let recorded: BTreeMap<Option<String>, &SampleRecord> = run
+        .and_then(|m| m.by_instance.get(id))
+        .into_iter()
+        .flatten()
+        .map(|r| (r.sample_id.clone(), r))
+        .collect();
+    let mut cands = Vec::new();
+    for j in &g.jobs {
+        let sha = patch_sha(&j.prediction);
+        let rec = recorded.get(&j.sample).copied().filter(|r| {
+            let same = r.patch_sha256 == sha;
+            if !same {
+                notes.push(format!(
+                    "{id} sample {}: the run evaluated another patch; its outcome is not used",
+                    j.sample.as_deref().unwrap_or("-")
+                ));
+            }
+            same
+        });
+        let key = j.key();
+        let sel_rec = done.get(&key);
+        let applies = if j.prediction.is_empty_patch() {
+            Applies::Empty
+        } else if let Some(r) = sel_rec {
+            let strategy = r.apply_strategy.map(|s| match s {
+                ApplyStrategy::Strict => "strict",
+                ApplyStrategy::Fuzzy => "fuzzy",
+            });
+            Applies::of_record(r.outcome.name(), strategy)
+        } else if let Some(r) = rec {
+            Applies::of_record(&r.outcome, r.apply_strategy.as_deref())
+        } else {
+            Applies::Unknown
+        };
+        let (mut score, mut still, mut behaviour) = (None, None, None);
+        if let (Some(base), Some(sr)) = (&base_pass, sel_rec) {
+            match statuses(Some(sr), &j.log_dir(cfg), &g.instance, specs) {
+                Some(Ok(map)) => {
+                    let n = base
+                        .iter()
+                        .filter(|t| map.get(*t) == Some(&TestStatus::Passed))
+                        .count();
+                    still = Some(n);
+                    score = Some(n as f64 / base.len() as f64);
+                    behaviour = Some(format!("{map:?}"));
+                }
+                Some(Err(_)) => {
+                    still = Some(0);
+                    score = Some(0.0);
+                }
+                None => {}
+            }
+        }
+        let touches_tests = j
+            .prediction
+            .model_patch
+            .as_deref()
+            .and_then(|p| Patch::parse(p).ok())
+            .is_some_and(|p| p.files.iter().any(|f| files.contains(&f.path)));
+        cands.push(Candidate {
+            sample_id: j.sample.clone(),
+            applies,
+            still_passing: still,
+            score,
+            suspect: rec.is_some_and(|r| r.suspect),
+            agreement: 1,
+            touches_tests,
+            outcome: rec.map(|r| r.outcome.clone()),
+            behaviour,
+            patch_key: hex(&Sha256::digest(
+                crate::patch::normalise(j.prediction.model_patch.as_deref().unwrap_or(""))
+                    .as_bytes(),
+            )),
+            prediction: j.prediction.clone(),
+            recorded: rec.cloned(),
+        });
+    }
+    set_agreement(&mut cands);
+    let best = cands
+        .iter()
+        .enumerate()
+        .max_by(|(_, a), (_, b)| compare(a, b))
+        .map(|(i, _)| i);
+    Choice {
+        instance_id: id.clone(),
+        chosen: best.and_then(|i| cands[i].sample_id.clone()),
+        test_files: if base_pass.is_some() {
+            files.clone()
+        } else {
+            Vec::new()
+        },
+        base_passing: base_pass.as_ref().map(BTreeSet::len),
+        note: best.is_none().then(|| "no candidate".to_string()),
+        candidates: cands,
+    }
+}
+
+impl Choice {
+    fn chosen(&self) -> Option<&Candidate> {
+        self.candidates.iter().find(|c| c.sample_id == self.chosen)
+    }
+}
+
+fn estimate(values: &[f64]) -> Option<Estimate> {
+    let ci = bootstrap_ci(values, DEFAULT_RESAMPLES, DEFAULT_SEED).ok()?;
+    Some(Estimate {
+        value: ci.point,
+        ci,
+    })
+}
+
+/// Scores a model's choices against the outcomes recorded in the run.
+fn score_model(
+    run: Option<&ModelSamples>,
+    choices: Vec<Choice>,
+    mut notes: Vec<String>,
+) -> ModelSelection {
+    let table = run.map(|m| m.table(false)).unwrap_or_default();
+    let clean_table = run.map(|m| m.table(true)).unwrap_or_default();
+    let by_id: BTreeMap<&str, &Choice> = choices
+        .iter()
+        .map(|c| (c.instance_id.as_str(), c))
+        .collect();
+    let scored: BTreeSet<&str> = table
+        .iter()
+        .map(|s| s.instance_id.as_str())
+        .filter(|id| by_id.contains_key(id))
+        .collect();
+    let missing: Vec<&str> = by_id
+        .keys()
+        .filter(|id| !scored.contains(*id))
+        .copied()
+        .collect();
+    if !missing.is_empty() {
+        notes.push(format!(
+            "{} instances have no usable sample in the run and are not scored: {}",
+            missing.len(),
+            missing.join(", ")
+        ));
+    }
+    let keep = |t: &[crate::metrics::InstanceSamples]| -> Vec<crate::metrics::InstanceSamples> {
+        t.iter()
+            .filter(|s| scored.contains(s.instance_id.as_str()))
+            .cloned()
+            .collect()
+    };
+    let (table, clean_table) = (keep(&table), keep(&clean_table));
+    let mut sel = Vec::new();
+    let mut sel_clean = Vec::new();
+    for s in &table {
+        let c = by_id[s.instance_id.as_str()];
+        let rec = c.chosen().and_then(|c| c.recorded.as_ref());
+        if rec.is_none_or(SampleRecord::excluded) {
+            notes.push(format!(
+                "{}: the chosen sample has no usable outcome in the run; counted as a failure",
+                s.instance_id
+            ));
+        }
+        sel.push(InstanceScore::new(
+            s.instance_id.clone(),
+            f64::from(u8::from(rec.is_some_and(SampleRecord::resolved))),
+        ));
+        sel_clean.push(f64::from(u8::from(
+            rec.is_some_and(SampleRecord::clean_resolved),
+        )));
+    }
+    let sel_values: Vec<f64> = sel.iter().map(|s| s.score).collect();
+    let mean_scores = instance_scores(&table, MetricKind::PassAtK, 1).ok();
+    let mean_values: Option<Vec<f64>> = mean_scores
+        .as_ref()
+        .map(|v| v.iter().map(|s| s.score).collect());
+    let oracle: Vec<f64> = table.iter().map(|s| f64::from(u8::from(s.c > 0))).collect();
+    let clean_oracle: Vec<f64> = clean_table
+        .iter()
+        .map(|s| f64::from(u8::from(s.c > 0)))
+        .collect();
+    let avg = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let mut clean = BTreeMap::new();
+    clean.insert("selection".to_string(), avg(&sel_clean));
+    clean.insert(
+        "mean_pass@1".to_string(),
+        mean_pass_at_k(&clean_table, 1).value,
+    );
+    clean.insert("oracle_pass@n".to_string(), avg(&clean_oracle));
+    ModelSelection {
+        instances: table.len(),
+        selection: estimate(&sel_values),
+        mean_pass_at_1: mean_values.as_deref().and_then(estimate),
+        oracle: estimate(&oracle),
+        selection_minus_mean: mean_scores
+            .and_then(|m| paired_diff(&sel, &m, DEFAULT_RESAMPLES, DEFAULT_SEED).ok()),
+        clean,
+        choices,
+        notes,
+    }
+}
+
+impl SelectionReport {
+    pub fn table(&self) -> String {
+        let f = |e: &Option<Estimate>| match e {
+            Some(e) => format!("{:.3} [{:.3}, {:.3}]", e.value, e.ci.low, e.ci.high),
+            None => "-".into(),
+        };
+        let mut out = format!(
+            "best-of-n selection from {} (selection test runs in {})\n",
+            self.run_dir, self.select_run_dir
+        );
+        for (model, m) in &self.models {
+            out.push_str(&format!("\n{model}: {} instances scored\n", m.instances));
+            out.push_str(&format!("  pass@1 of the selection  {}\n", f(&m.selection)));
+            out.push_str(&format!(
+                "  mean pass@1              {}\n",
+                f(&m.mean_pass_at_1)
+            ));
+            out.push_str(&format!("  pass@n (oracle)          {}\n", f(&m.oracle)));
+            if let Some(d) = &m.selection_minus_mean {
+                out.push_str(&format!(
+                    "  selection - mean pass@1  {:+.3} [{:+.3}, {:+.3}]\n",
+                    d.diff, d.low, d.high
+                ));
+            }
+            let c = |k: &str| {
+                m.clean
+                    .get(k)
+                    .copied()
+                    .flatten()
+                    .map(|v| format!("{v:.3}"))
+                    .unwrap_or_else(|| "-".into())
+            };
+            out.push_str(&format!(
+                "  clean (suspect passes fail): selection {}, mean pass@1 {}, oracle {}\n",
+                c("selection"),
+                c("mean_pass@1"),
+                c("oracle_pass@n")
+            ));
+            for n in &m.notes {
+                out.push_str(&format!("  note: {n}\n"));
+            }
+            let mut rows = vec![vec![
+                "instance".to_string(),
+                "chosen".into(),
+                "of".into(),
+                "applies".into(),
+                "existing tests".into(),
+                "agreement".into(),
+                "suspect".into(),
+                "recorded outcome".into(),
+            ]];
+            for ch in &m.choices {
+                let Some(c) = ch.chosen() else {
+                    rows.push(vec![ch.instance_id.clone(), "-".into()]);
+                    continue;
+                };
+                rows.push(vec![
+                    ch.instance_id.clone(),
+                    c.sample_id.clone().unwrap_or_else(|| "-".into()),
+                    ch.candidates.len().to_string(),
+                    c.applies.name().into(),
+                    match (c.still_passing, ch.base_passing) {
+                        (Some(s), Some(b)) => format!("{s}/{b}"),
+                        _ => "-".into(),
+                    },
+                    c.agreement.to_string(),
+                    if c.suspect { "yes" } else { "no" }.into(),
+                    c.outcome.clone().unwrap_or_else(|| "-".into()),
+                ]);
+            }
+            let widths: Vec<usize> = (0..8)
+                .map(|i| {
+                    rows.iter()
+                        .filter_map(|r| r.get(i))
+                        .map(String::len)
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            for r in rows {
+                let cells: Vec<String> = r
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+                    .collect();
+                out.push_str(&format!("  {}\n", cells.join("  ").trim_end()));
+            }
+        }
+        out
+    }
+}
+
+/// `patchgrade select`.
+pub async fn select(args: SelectArgs) -> Result<i32, CliError> {
+    let run = load_run(&args.run_dir).map_err(bad)?;
+    let dataset_path: PathBuf = args
+        .dataset
+        .clone()
+        .or_else(|| run.dataset.clone())
+        .ok_or_else(|| {
+            bad(anyhow::anyhow!(
+                "no --dataset, and RUN_DIR/run.json names none"
+            ))
+        })?;
+    let dataset = Dataset::load(&dataset_path).map_err(bad)?;
+    let preds = load_predictions(&args.predictions, &dataset).map_err(bad)?;
+    // The same sample ids as the run gave them.
+    let groups = groups(prediction_jobs(&dataset, preds)?);
+    let select_run_id = args
+        .select_run_id
+        .clone()
+        .unwrap_or_else(|| format!("{}.select", run.run_id));
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.selected.jsonl", run.run_id)));
+    let engine = Engine::build(&args.engine, &select_run_id, &dataset_path)?;
+    let plan = plan(&groups, &engine.runner.specs);
+    let done = engine.execute(plan.jobs).await;
+    let cfg = &engine.runner.cfg;
+
+    let mut per_model: BTreeMap<String, (Vec<Choice>, Vec<String>)> = BTreeMap::new();
+    let mut lines = String::new();
+    for g in &groups {
+        let (choices, notes) = per_model.entry(g.model.clone()).or_default();
+        let choice = choose(
+            g,
+            &plan.tests[&g.instance.instance_id],
+            run.models.get(&g.model),
+            &done.records,
+            cfg,
+            &engine.runner.specs,
+            notes,
+        );
+        if let Some(c) = choice.chosen() {
+            lines.push_str(&serde_json::to_string(&c.prediction).map_err(infra)?);
+            lines.push('\n');
+        }
+        choices.push(choice);
+    }
+    write_atomic(&output, lines.as_bytes())
+        .with_context(|| format!("cannot write {}", output.display()))
+        .map_err(infra)?;
+    let select_dir = cfg.log_root.join(&cfg.run_id);
+    let report = SelectionReport {
+        run_dir: args.run_dir.display().to_string(),
+        select_run_dir: select_dir.display().to_string(),
+        output: output.display().to_string(),
+        models: per_model
+            .into_iter()
+            .map(|(m, (choices, notes))| {
+                let sel = score_model(run.models.get(&m), choices, notes);
+                (m, sel)
+            })
+            .collect(),
+    };
+    let report_path = select_dir.join("select.json");
+    write_json_atomic(&report_path, &report)
+        .with_context(|| format!("cannot write {}", report_path.display()))
+        .map_err(infra)?;
+    eprintln!("\n{}", report.table());
+    eprintln!(
+        "chosen predictions written to {}; report to {}",
+        output.display(),
+        report_path.display()
+    );
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(infra)?);
+    }
+    Ok(if done.interrupted {
+        crate::cli::exit::INTERRUPTED
+    } else {
+        crate::cli::exit::OK
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(
+        id: &str,
+        applies: Applies,
+        score: Option<f64>,
+        suspect: bool,
+        agreement: usize,
+    ) -> Candidate {
+        Candidate {
+            sample_id: Some(id.into()),
+            applies,
+            still_passing: None,
+            score,
+            suspect,
+            agreement,
+            touches_tests: false,
+            outcome: None,
+            behaviour: None,
+            patch_key: id.into(),
+            prediction: Prediction {
+                instance_id: "i".into(),
+                model_name_or_path: "m".into(),
+                model_patch: None,
+                sample_id: Some(id.into()),
+                extra: Map::new(),
+            },
+            recorded: None,
+        }
+    }
+
+    fn best(c: &[Candidate]) -> String {
+        c.iter()
+            .max_by(|a, b| compare(a, b))
+            .unwrap()
+            .sample_id
+            .clone()
+            .unwrap()
+    }
+
+    #[test]
+    fn precedence_of_the_signals() {
+        use Applies::*;
+        // Applying beats a better score on a patch that does not apply.
+        assert_eq!(
+            best(&[
+                cand("0", No, Some(1.0), false, 5),
+                cand("1", Fuzzy, Some(0.1), true, 1)
+            ]),
+            "1"
+        );
+        // Score beats strictness.
+        assert_eq!(
+            best(&[
+                cand("0", Strict, Some(0.5), false, 1),
+                cand("1", Fuzzy, Some(0.9), false, 1)
+            ]),
+            "1"
+        );
+        // Then strict > fuzzy, then not suspect, then agreement.
+        assert_eq!(
+            best(&[
+                cand("0", Fuzzy, Some(1.0), false, 3),
+                cand("1", Strict, Some(1.0), true, 1)
+            ]),
+            "1"
+        );
+        assert_eq!(
+            best(&[
+                cand("0", Strict, Some(1.0), true, 3),
+                cand("1", Strict, Some(1.0), false, 1)
+            ]),
+            "1"
+        );
+        assert_eq!(
+            best(&[
+                cand("0", Strict, None, false, 1),
+                cand("1", Strict, None, false, 2)
+            ]),
+            "1"
+        );
+        // Then the lowest sample id, numerically.
+        assert_eq!(
+            best(&[
+                cand("10", Strict, None, false, 1),
+                cand("9", Strict, None, false, 1)
+            ]),
+            "9"
+        );
+        // An empty patch comes last even with no other signal.
+        assert_eq!(
+            best(&[
+                cand("0", Empty, None, false, 4),
+                cand("1", Unknown, None, false, 1)
+            ]),
+            "1"
+        );
+    }
+
+    #[test]
+    fn agreement_is_the_larger_of_behaviour_and_patch_groups() {
+        let mut c: Vec<Candidate> = (0..6)
+            .map(|i| cand(&i.to_string(), Applies::Strict, None, false, 1))
+            .collect();
+        // 0, 1, 2 behave alike; 3 and 4 share a patch (4 has no readable
+        // test run); 5 stands alone.
+        for x in &mut c[..3] {
+            x.behaviour = Some("A".into());
+        }
+        c[3].behaviour = Some("B".into());
+        c[4].patch_key = "3".into();
+        set_agreement(&mut c);
+        let a: Vec<usize> = c.iter().map(|c| c.agreement).collect();
+        assert_eq!(a, [3, 3, 3, 2, 2, 1]);
+    }
+}
