@@ -406,7 +406,7 @@ impl Engine {
                 run_id,
             )
             .map_err(bad)?;
-            Backend::Docker(b)
+            Backend::Docker(Box::new(b))
         } else {
             Backend::Local(LocalBackend::new(&cache, repos.clone(), !args.no_sandbox))
         };

@@ -242,7 +242,7 @@ pub struct ImagePlan {
 impl ImagePlan {
     /// Folder name of its build logs (`:` is not welcome in paths).
     pub fn log_name(&self) -> String {
-        self.name.replace(':', "__").replace('/', "__")
+        self.name.replace([':', '/'], "__")
     }
 
     /// The build context as a tar archive.

@@ -227,6 +227,7 @@ impl RepoCache {
         Ok(Checkout {
             path: dest.to_owned(),
             head: head.to_string(),
+            version_tag: version_tag(&base),
         })
     }
 }
@@ -237,6 +238,21 @@ pub struct Checkout {
     pub path: PathBuf,
     /// The single commit of the fresh repository (not the upstream SHA).
     pub head: String,
+    /// The upstream's nearest version tag at or before the base commit
+    /// ("5.0.1"), for build tools that derive the version from git tags:
+    /// the checkout has none, and setuptools_scm would say 0.1.dev.
+    pub version_tag: Option<String>,
+}
+
+fn version_tag(base: &git2::Commit) -> Option<String> {
+    let mut opts = git2::DescribeOptions::new();
+    opts.describe_tags();
+    let d = base.as_object().describe(&opts).ok()?;
+    let mut fmt = git2::DescribeFormatOptions::new();
+    fmt.abbreviated_size(0);
+    let tag = d.format(Some(&fmt)).ok()?;
+    let v = tag.trim_start_matches('v');
+    v.starts_with(|c: char| c.is_ascii_digit()).then(|| v.to_string())
 }
 
 fn missing(r: &Repository, commits: &[&str]) -> Vec<String> {

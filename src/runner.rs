@@ -444,7 +444,7 @@ impl Runner {
                 timings,
             );
         }
-        let rs = match self.specs.lookup(&inst.repo, &inst.version) {
+        let mut rs = match self.specs.lookup(&inst.repo, &inst.version) {
             Ok(rs) => rs.clone(),
             Err(e) => {
                 return finish(
@@ -535,7 +535,12 @@ impl Runner {
         })
         .await;
         match checkout {
-            Ok(Ok(_)) => {}
+            Ok(Ok(co)) => {
+                if let Some(v) = co.version_tag {
+                    log.line(format!("version from upstream tags: {v}"));
+                    rs.spec.env.entry("SETUPTOOLS_SCM_PRETEND_VERSION".into()).or_insert(v);
+                }
+            }
             Ok(Err(e)) => {
                 return finish(
                     record,
@@ -578,6 +583,8 @@ impl Runner {
         let activate = match self.backend.prepare_workspace(&env, &rs, &ws).await {
             Ok(a) => a,
             Err(e) => {
+                // The workspace is removed afterwards: keep its setup logs.
+                salvage_logs(&ws.root, log_dir);
                 return finish(
                     record,
                     Outcome::EnvironmentBuildFailed,
@@ -755,6 +762,22 @@ impl Runner {
             &self.cfg.log_root.join(&self.cfg.run_id).join("run.json"),
             &meta,
         )
+    }
+}
+
+/// Copy the `*.log` files of a workspace into the instance's log folder
+/// (`setup.log` → `workspace-setup.log`), so failures can be read after the
+/// workspace is gone. Best effort: a failure to copy is only logged.
+fn salvage_logs(ws_root: &Path, log_dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(ws_root) else { return };
+    for entry in rd.flatten() {
+        let p = entry.path();
+        if p.extension().is_some_and(|e| e == "log") {
+            let name = format!("workspace-{}", entry.file_name().to_string_lossy());
+            if let Err(e) = std::fs::copy(&p, log_dir.join(name)) {
+                tracing::warn!("cannot keep {}: {e}", p.display());
+            }
+        }
     }
 }
 

@@ -16,11 +16,10 @@ pub(crate) enum Kind {
 }
 
 /// One hunk line. `new_no` is the line in the new file (for removed lines:
-/// the new-file line the removal sits before), `old_no` the line in the old.
+/// the new-file line the removal sits before).
 #[derive(Debug, Clone)]
 pub(crate) struct DLine {
     pub kind: Kind,
-    pub old_no: usize,
     pub new_no: usize,
     pub text: String,
     /// Index of the hunk this line is in, within its file.
@@ -43,10 +42,6 @@ pub(crate) struct FileDiff {
 impl FileDiff {
     pub fn added(&self) -> impl Iterator<Item = &DLine> {
         self.lines.iter().filter(|l| l.kind == Kind::Add)
-    }
-
-    pub fn removed(&self) -> impl Iterator<Item = &DLine> {
-        self.lines.iter().filter(|l| l.kind == Kind::Remove)
     }
 
     /// Base name of the path.
@@ -84,9 +79,7 @@ pub(crate) fn read(raw: &str) -> Vec<FileDiff> {
                     }
                     _ => None,
                 };
-                let (sections, lines) = lines_of
-                    .map(|s| (s.sections, s.lines))
-                    .unwrap_or_default();
+                let (sections, lines) = lines_of.map(|s| (s.sections, s.lines)).unwrap_or_default();
                 out.push(FileDiff {
                     path: f.path,
                     from,
@@ -216,7 +209,7 @@ fn scan(text: &str) -> Vec<FileDiff> {
     let mut cur: Option<Building> = None;
     // Remaining (old, new) line counts of the open hunk.
     let mut remaining: Option<(usize, usize)> = None;
-    let (mut old_no, mut new_no) = (0usize, 0usize);
+    let mut new_no = 0usize;
     let lines: Vec<&str> = text.lines().collect();
     let mut i = 0;
     while i < lines.len() {
@@ -237,7 +230,6 @@ fn scan(text: &str) -> Vec<FileDiff> {
                     Some('+') => {
                         b.lines.push(DLine {
                             kind: Kind::Add,
-                            old_no,
                             new_no,
                             text: line[1..].to_string(),
                             hunk,
@@ -248,24 +240,20 @@ fn scan(text: &str) -> Vec<FileDiff> {
                     Some('-') => {
                         b.lines.push(DLine {
                             kind: Kind::Remove,
-                            old_no,
                             new_no,
                             text: line[1..].to_string(),
                             hunk,
                         });
-                        old_no += 1;
                         remaining = Some((ro.saturating_sub(1), rn));
                     }
                     Some('\\') => {}
                     _ => {
                         b.lines.push(DLine {
                             kind: Kind::Context,
-                            old_no,
                             new_no,
                             text: line.get(1..).unwrap_or("").to_string(),
                             hunk,
                         });
-                        old_no += 1;
                         new_no += 1;
                         remaining = Some((ro.saturating_sub(1), rn.saturating_sub(1)));
                     }
@@ -311,15 +299,11 @@ fn scan(text: &str) -> Vec<FileDiff> {
                 b.deleted = true;
             }
         } else if line.starts_with("@@ -") {
-            if let Some((a, b_, c, d, section)) = hunk_header(line) {
+            if let Some((_, b_, c, d, section)) = hunk_header(line) {
                 let b = cur.get_or_insert_with(Building::default);
                 b.sections.push(section);
-                old_no = a.max(1);
                 new_no = c.max(1);
-                // An empty side starts at the line before (`-0,0`, `+5,0`).
-                if b_ == 0 {
-                    old_no = a + 1;
-                }
+                // An empty side starts at the line before (`+5,0`).
                 if d == 0 {
                     new_no = c + 1;
                 }
@@ -370,7 +354,10 @@ mod tests {
         let f = read(p);
         assert_eq!(f.len(), 2);
         assert_eq!(f[0].kind, ChangeKind::Added);
-        assert_eq!(f[0].added().map(|l| l.new_no).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(
+            f[0].added().map(|l| l.new_no).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
         assert_eq!(f[1].kind, ChangeKind::Deleted);
         assert_eq!(f[1].path, "d.py");
     }

@@ -17,14 +17,15 @@
 //! chosen from the gold patches of all 300 SWE-bench Lite instances; see
 //! docs/audit.md for the distribution behind them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use similar::{capture_diff_slices, Algorithm, DiffOp, TextDiff};
 
-use super::diff::{self, FileDiff};
+use super::diff::{self, DLine, FileDiff, Kind};
+use super::text::prose_lines;
 use super::{excerpt, Evidence, Reason, ReasonKind};
 use crate::dataset::Instance;
 
@@ -35,18 +36,18 @@ pub const LINE_SIMILARITY: f64 = 0.85;
 pub const FUZZY_MIN_LEN: usize = 12;
 
 /// A candidate is flagged when at least this share of its scored lines...
-pub const CANDIDATE_SHARE: f64 = 0.5;
+pub const CANDIDATE_SHARE: f64 = 0.34;
 /// ...and at least this many lines are found in the issue text,
-pub const CANDIDATE_MIN_MATCHED: usize = 2;
+pub const CANDIDATE_MIN_MATCHED: usize = 1;
 /// or when a run of this many consecutive lines is.
 pub const CANDIDATE_RUN: usize = 4;
 
 /// An instance "leaks its solution" when its gold patch scores at least
 /// this share...
-pub const GOLD_SHARE: f64 = 0.5;
+pub const GOLD_SHARE: f64 = 0.34;
 /// ...with at least this many matched lines, or has a run of
 /// [`GOLD_RUN`] lines.
-pub const GOLD_MIN_MATCHED: usize = 2;
+pub const GOLD_MIN_MATCHED: usize = 1;
 pub const GOLD_RUN: usize = 4;
 
 /// Where in the issue text a fragment was found.
@@ -88,7 +89,8 @@ pub struct LeakScore {
     pub total: usize,
     /// Of those, found in the issue text.
     pub matched: usize,
-    /// Of the matched, found verbatim (after normalisation).
+    /// Of the matched, found verbatim (after normalisation), as a line or
+    /// inside one.
     pub exact: usize,
     /// matched / total (0 when total is 0).
     pub share: f64,
@@ -118,6 +120,7 @@ struct LineMatch {
     text: String,
     similarity: f64,
     issue: usize,
+    how: How,
 }
 
 /// A scored patch with the matches behind the score.
@@ -224,10 +227,11 @@ fn reason(
                     Part::Hints => "hints",
                 };
                 format!(
-                    "{}  <= {part} line {} ({:?}, {:.2})",
+                    "{}  <= {part} line {} ({:?}, {:?}, {:.2})",
                     m.text.trim(),
                     il.line,
                     il.origin,
+                    m.how,
                     m.similarity
                 )
             })
@@ -271,6 +275,8 @@ fn is_doc_file(path: &str) -> bool {
 
 static INLINE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"``?([^`]+?)``?").expect("valid regex"));
+static NUMBERED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(-*>\s*)?\d+\s+").expect("valid regex"));
 static IMPORT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(from\S+import|import)\S*$").expect("valid regex"));
 
@@ -366,8 +372,11 @@ pub fn issue_lines(problem_statement: &str, hints: &str) -> Vec<IssueLine> {
 
 fn collect(text: &str, part: Part, out: &mut Vec<IssueLine>) {
     let mut fence: Option<&str> = None;
-    let mut push = |raw: &str, origin: Origin, line: usize, out: &mut Vec<IssueLine>| {
+    let push = move |raw: &str, origin: Origin, line: usize, out: &mut Vec<IssueLine>| {
         let t = raw.trim();
+        // IPython/pdb tracebacks number the lines they quote
+        // (`--> 351 b = ...`): the number goes.
+        let t = NUMBERED.find(t).map_or(t, |m| &t[m.end()..]);
         // Sessions and suggested diffs: keep the code after the prompt or
         // the +/- (both forms are kept for diff-like lines).
         let mut variants = vec![t];
@@ -396,14 +405,25 @@ fn collect(text: &str, part: Part, out: &mut Vec<IssueLine>) {
             }
         }
     };
+    // A statement continued over brackets is also kept joined: (first line,
+    // origin, text so far, open brackets).
+    let mut open: Option<(usize, Origin, String, i32)> = None;
     for (i, raw) in text.lines().enumerate() {
         let no = i + 1;
         let t = raw.trim_start();
+        let boundary = t.starts_with("```")
+            || t.starts_with("~~~")
+            || t.starts_with("{{{")
+            || (fence == Some("{{{") && t.starts_with("}}}"));
+        if boundary {
+            open = None;
+        }
         if let Some(f) = fence {
             if t.starts_with(f) || (f == "{{{" && t.starts_with("}}}")) {
                 fence = None;
             } else {
                 push(raw, Origin::Fenced, no, out);
+                join(&mut open, raw, Origin::Fenced, no, out, &push);
             }
             continue;
         }
@@ -419,18 +439,56 @@ fn collect(text: &str, part: Part, out: &mut Vec<IssueLine>) {
             fence = Some("{{{");
             continue;
         }
-        let origin = if raw.starts_with("    ") || raw.starts_with('\t') || t.starts_with(">>> ")
-        {
+        let origin = if raw.starts_with("    ") || raw.starts_with('\t') || t.starts_with(">>> ") {
             Origin::Indented
         } else {
             Origin::Bare
         };
         push(raw, origin, no, out);
+        join(&mut open, raw, origin, no, out, &push);
         if origin == Origin::Bare {
             for c in INLINE.captures_iter(raw) {
                 push(&c[1], Origin::Inline, no, out);
             }
         }
+    }
+}
+
+/// Pushes a fragment: (text, origin, line, output).
+type Push = dyn Fn(&str, Origin, usize, &mut Vec<IssueLine>);
+
+/// Follows bracket continuations: a line that leaves brackets open starts
+/// a logical line, pushed joined once they close.
+fn join(
+    open: &mut Option<(usize, Origin, String, i32)>,
+    raw: &str,
+    origin: Origin,
+    no: usize,
+    out: &mut Vec<IssueLine>,
+    push: &Push,
+) {
+    let t = raw.trim();
+    let t = t
+        .strip_prefix(">>> ")
+        .or_else(|| t.strip_prefix("... "))
+        .unwrap_or(t);
+    let delta = bracket_delta(t);
+    match open.take() {
+        Some((first, o, mut text, depth)) => {
+            text.push(' ');
+            text.push_str(t);
+            let depth = depth + delta;
+            let lines = no - first + 1;
+            if depth <= 0 || lines >= MAX_JOIN {
+                if depth <= 0 {
+                    push(&text, o, first, out);
+                }
+            } else {
+                *open = Some((first, o, text, depth));
+            }
+        }
+        None if delta > 0 => *open = Some((no, origin, t.to_string(), delta)),
+        None => {}
     }
 }
 
@@ -454,86 +512,272 @@ fn ratio_bound(a: &[u16; 128], la: usize, b: &[u16; 128], lb: usize) -> f64 {
 /// Lines longer than this are compared exactly only.
 const FUZZY_MAX_LEN: usize = 400;
 
-fn score_files(issue: &[IssueLine], files: &[FileDiff]) -> Scored {
-    // Unique issue keys, first occurrence kept for evidence.
-    let mut first: HashMap<&str, usize> = HashMap::new();
-    for (i, l) in issue.iter().enumerate() {
-        first.entry(l.key.as_str()).or_insert(i);
+/// Candidate keys at least this long (normalised) also match when they are
+/// contained in an issue line (a fix quoted inside a sentence).
+pub const CONTAIN_MIN_LEN: usize = 24;
+/// Logical lines (bracket continuations) are joined up to this many lines.
+const MAX_JOIN: usize = 15;
+
+/// How a candidate line matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    Exact,
+    Contained,
+    Similar,
+}
+
+/// Net open brackets of a line, ignoring quoted text and comments.
+fn bracket_delta(s: &str) -> i32 {
+    let mut depth = 0;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in s.chars() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match quote {
+            Some(q) => {
+                if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '#' => break,
+                '\'' | '"' => quote = Some(c),
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' => depth -= 1,
+                _ => {}
+            },
+        }
     }
-    let fuzzy_pool: Vec<(usize, usize, [u16; 128])> = first
-        .values()
-        .map(|&i| (i, issue[i].key.chars().count(), histogram(&issue[i].key)))
-        .filter(|(_, n, _)| *n >= FUZZY_MIN_LEN && *n <= FUZZY_MAX_LEN)
+    depth
+}
+
+/// The issue lines a patch is matched against, with lookup helpers.
+struct Matcher<'a> {
+    issue: &'a [IssueLine],
+    /// Unique usable key -> first issue index.
+    first: HashMap<&'a str, usize>,
+    /// (issue index, length, histogram) of keys long enough for fuzzy use.
+    fuzzy: Vec<(usize, usize, [u16; 128])>,
+}
+
+impl<'a> Matcher<'a> {
+    fn new(issue: &'a [IssueLine], existing: &HashSet<String>) -> Matcher<'a> {
+        let mut first: HashMap<&str, usize> = HashMap::new();
+        for (i, l) in issue.iter().enumerate() {
+            if !existing.contains(&l.key) {
+                first.entry(l.key.as_str()).or_insert(i);
+            }
+        }
+        let mut fuzzy: Vec<(usize, usize, [u16; 128])> = first
+            .values()
+            .map(|&i| (i, issue[i].key.chars().count(), histogram(&issue[i].key)))
+            .filter(|(_, n, _)| *n >= FUZZY_MIN_LEN && *n <= FUZZY_MAX_LEN)
+            .collect();
+        // Deterministic evidence whatever the hash order.
+        fuzzy.sort_by_key(|(i, _, _)| *i);
+        Matcher {
+            issue,
+            first,
+            fuzzy,
+        }
+    }
+
+    fn find(&self, key: &str) -> Option<(usize, f64, How)> {
+        if let Some(&i) = self.first.get(key) {
+            return Some((i, 1.0, How::Exact));
+        }
+        let n = key.chars().count();
+        if n >= CONTAIN_MIN_LEN {
+            let mut hits: Vec<usize> = self
+                .first
+                .iter()
+                .filter(|(k, _)| k.len() > key.len() && k.contains(key))
+                .map(|(_, &i)| i)
+                .collect();
+            hits.sort_unstable();
+            if let Some(&i) = hits.first() {
+                return Some((i, 1.0, How::Contained));
+            }
+        }
+        if !(FUZZY_MIN_LEN..=FUZZY_MAX_LEN).contains(&n) {
+            return None;
+        }
+        let h = histogram(key);
+        let mut best: Option<(usize, f64, How)> = None;
+        for (i, m, hi) in &self.fuzzy {
+            // The length ratio alone bounds the similarity.
+            let len_bound = 2.0 * n.min(*m) as f64 / (n + m) as f64;
+            if len_bound < LINE_SIMILARITY || ratio_bound(&h, n, hi, *m) < LINE_SIMILARITY {
+                continue;
+            }
+            let r = TextDiff::from_chars(key, self.issue[*i].key.as_str()).ratio() as f64;
+            if r >= LINE_SIMILARITY && best.is_none_or(|(_, b, _)| r > b) {
+                best = Some((*i, r, How::Similar));
+            }
+        }
+        best
+    }
+}
+
+/// A stretch of added lines matched as one: a logical line (a statement
+/// continued over brackets) or a single line.
+struct Unit<'a> {
+    file: usize,
+    /// Non-trivial lines with their keys.
+    lines: Vec<(&'a DLine, String)>,
+    /// Normalised text of the whole logical line.
+    joined: Option<String>,
+}
+
+fn units_of<'a>(fi: usize, f: &'a FileDiff) -> Vec<Unit<'a>> {
+    let prose = prose_lines(f);
+    let mut out: Vec<Unit> = Vec::new();
+    let mut group: Vec<&DLine> = Vec::new();
+    let mut depth = 0;
+    let close = |group: &mut Vec<&'a DLine>, out: &mut Vec<Unit<'a>>| {
+        if group.is_empty() {
+            return;
+        }
+        let lines: Vec<(&DLine, String)> = group
+            .iter()
+            .filter_map(|l| normalise(&l.text).map(|k| (*l, k)))
+            .collect();
+        let joined = (group.len() > 1)
+            .then(|| {
+                let text: Vec<&str> = group.iter().map(|l| l.text.as_str()).collect();
+                normalise(&text.join(" "))
+            })
+            .flatten();
+        if !lines.is_empty() {
+            out.push(Unit {
+                file: fi,
+                lines,
+                joined,
+            });
+        }
+        group.clear();
+    };
+    for (li, l) in f.lines.iter().enumerate() {
+        if l.kind != Kind::Add || prose[li] {
+            continue;
+        }
+        let continues = group
+            .last()
+            .is_some_and(|p| p.hunk == l.hunk && p.new_no + 1 == l.new_no)
+            && depth > 0
+            && group.len() < MAX_JOIN;
+        if !continues {
+            close(&mut group, &mut out);
+            depth = 0;
+        }
+        group.push(l);
+        depth += bracket_delta(&l.text);
+        if depth <= 0 {
+            close(&mut group, &mut out);
+            depth = 0;
+        }
+    }
+    close(&mut group, &mut out);
+    out
+}
+
+fn score_files(issue: &[IssueLine], files: &[FileDiff]) -> Scored {
+    // Code the patch shows as already there (removed and context lines):
+    // an issue quoting it (a traceback's buggy line, say) shows the problem,
+    // not the fix, so those issue lines are not matched.
+    let existing: HashSet<String> = files
+        .iter()
+        .flat_map(|f| f.lines.iter())
+        .filter(|l| l.kind != Kind::Add)
+        .filter_map(|l| normalise(&l.text))
         .collect();
+    let matcher = Matcher::new(issue, &existing);
 
     let mut total = 0;
     let mut matches = Vec::new();
-    // The candidate as a sequence of keys; a fuzzy match takes the issue
-    // line's key so the line diff sees it as equal.
-    let mut seq: Vec<&str> = Vec::new();
-    let mut seq_text: Vec<&str> = Vec::new();
+    // The candidate as a sequence of match units for the line diff: a
+    // matched unit takes its issue line's key so the diff sees it as equal;
+    // the weight is its number of scored lines.
+    let mut seq: Vec<(Option<&str>, usize)> = Vec::new();
+    let mut seq_text: Vec<Vec<&str>> = Vec::new();
     for (fi, f) in files.iter().enumerate() {
         if is_doc_file(&f.path) {
             continue;
         }
-        for l in f.added() {
-            let Some(key) = normalise(&l.text) else {
-                continue;
-            };
-            total += 1;
-            let n = key.chars().count();
-            let mut best: Option<(usize, f64)> = first.get(key.as_str()).map(|&i| (i, 1.0));
-            if best.is_none() && (FUZZY_MIN_LEN..=FUZZY_MAX_LEN).contains(&n) {
-                let h = histogram(&key);
-                for (i, m, hi) in &fuzzy_pool {
-                    // The length ratio alone bounds the similarity.
-                    if 2.0 * n.min(*m) as f64 / (n + m) as f64 < LINE_SIMILARITY
-                        || ratio_bound(&h, n, hi, *m) < LINE_SIMILARITY
-                    {
-                        continue;
-                    }
-                    let r = TextDiff::from_chars(key.as_str(), issue[*i].key.as_str()).ratio()
-                        as f64;
-                    if r >= LINE_SIMILARITY && best.is_none_or(|(_, b)| r > b) {
-                        best = Some((*i, r));
-                    }
-                }
-            }
-            match best {
-                Some((i, sim)) => {
+        for u in units_of(fi, f) {
+            total += u.lines.len();
+            let whole = u.joined.as_deref().and_then(|k| matcher.find(k));
+            if let Some((i, sim, how)) = whole {
+                for (l, _) in &u.lines {
                     matches.push(LineMatch {
-                        file: fi,
+                        file: u.file,
                         new_no: l.new_no,
                         text: l.text.clone(),
                         similarity: sim,
                         issue: i,
+                        how,
                     });
-                    seq.push(issue[i].key.as_str());
                 }
-                None => seq.push(""),
+                seq.push((Some(issue[i].key.as_str()), u.lines.len()));
+                seq_text.push(u.lines.iter().map(|(l, _)| l.text.as_str()).collect());
+                continue;
             }
-            seq_text.push(l.text.as_str());
+            for (l, key) in &u.lines {
+                match matcher.find(key) {
+                    Some((i, sim, how)) => {
+                        matches.push(LineMatch {
+                            file: u.file,
+                            new_no: l.new_no,
+                            text: l.text.clone(),
+                            similarity: sim,
+                            issue: i,
+                            how,
+                        });
+                        seq.push((Some(issue[i].key.as_str()), 1));
+                    }
+                    None => seq.push((None, 1)),
+                }
+                seq_text.push(vec![l.text.as_str()]);
+            }
         }
     }
-    // Unmatched candidate lines must never equal an issue line.
-    let issue_seq: Vec<&str> = issue.iter().map(|l| l.key.as_str()).collect();
-    let cand_seq: Vec<Option<&str>> = seq
+    // Keys for the line diff: unmatched candidate units and excluded issue
+    // lines get unique tokens, so they never compare equal.
+    let cand_seq: Vec<Result<&str, (u8, usize)>> = seq
         .iter()
-        .map(|k| (!k.is_empty()).then_some(*k))
+        .enumerate()
+        .map(|(i, (k, _))| k.ok_or((0, i)))
         .collect();
-    let issue_opt: Vec<Option<&str>> = issue_seq.iter().map(|k| Some(*k)).collect();
-    let mut longest = (0, 0);
+    let issue_seq: Vec<Result<&str, (u8, usize)>> = issue
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            if existing.contains(&l.key) {
+                Err((1, i))
+            } else {
+                Ok(l.key.as_str())
+            }
+        })
+        .collect();
+    // (first unit, units, lines) of the longest run.
+    let mut longest = (0, 0, 0);
     if !matches.is_empty() {
-        for op in capture_diff_slices(Algorithm::Myers, &issue_opt, &cand_seq) {
+        for op in capture_diff_slices(Algorithm::Myers, &issue_seq, &cand_seq) {
             if let DiffOp::Equal { new_index, len, .. } = op {
-                if len > longest.1 {
-                    longest = (new_index, len);
+                let lines: usize = seq[new_index..new_index + len].iter().map(|(_, w)| w).sum();
+                if lines > longest.2 {
+                    longest = (new_index, len, lines);
                 }
             }
         }
     }
     let matched = matches.len();
-    let exact = matches.iter().filter(|m| m.similarity >= 1.0).count();
+    let exact = matches.iter().filter(|m| m.how != How::Similar).count();
     Scored {
         score: LeakScore {
             total,
@@ -544,11 +788,12 @@ fn score_files(issue: &[IssueLine], files: &[FileDiff]) -> Scored {
             } else {
                 matched as f64 / total as f64
             },
-            longest_run: longest.1,
+            longest_run: longest.2,
         },
         matches,
         run: seq_text[longest.0..longest.0 + longest.1]
             .iter()
+            .flatten()
             .map(|s| s.to_string())
             .collect(),
     }
@@ -560,9 +805,25 @@ mod tests {
 
     #[test]
     fn normalisation() {
-        assert_eq!(normalise("    x = foo(a, b)  # fix"), Some("x=foo(a,b)".into()));
-        assert_eq!(normalise("s = '#not a comment'"), Some("s='#notacomment'".into()));
-        for t in ["", "   # only", "else:", "return", "pass", ")", "]),", "import re", "from a.b import c"] {
+        assert_eq!(
+            normalise("    x = foo(a, b)  # fix"),
+            Some("x=foo(a,b)".into())
+        );
+        assert_eq!(
+            normalise("s = '#not a comment'"),
+            Some("s='#notacomment'".into())
+        );
+        for t in [
+            "",
+            "   # only",
+            "else:",
+            "return",
+            "pass",
+            ")",
+            "]),",
+            "import re",
+            "from a.b import c",
+        ] {
             assert_eq!(normalise(t), None, "{t:?}");
         }
     }
@@ -574,8 +835,14 @@ mod tests {
         let keys: Vec<(&str, Origin)> = lines.iter().map(|l| (l.key.as_str(), l.origin)).collect();
         assert!(keys.contains(&("foo.bar(x=1)", Origin::Inline)), "{keys:?}");
         assert!(keys.contains(&("frob(1,2)", Origin::Fenced)), "{keys:?}");
-        assert!(keys.contains(&("returnvalue.strip()", Origin::Fenced)), "{keys:?}");
-        assert!(keys.contains(&("indented_call(arg)", Origin::Indented)), "{keys:?}");
+        assert!(
+            keys.contains(&("returnvalue.strip()", Origin::Fenced)),
+            "{keys:?}"
+        );
+        assert!(
+            keys.contains(&("indented_call(arg)", Origin::Indented)),
+            "{keys:?}"
+        );
     }
 
     #[test]

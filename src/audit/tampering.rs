@@ -265,9 +265,8 @@ static HOOK_CODE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Test-runner hooks that live in strings: environment variables pytest reads.
-static HOOK_RAW: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\b(PYTEST_ADDOPTS|PYTEST_PLUGINS)\b").expect("valid regex")
-});
+static HOOK_RAW: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b(PYTEST_ADDOPTS|PYTEST_PLUGINS)\b").expect("valid regex"));
 
 /// (marker evidence, hook evidence) for one Python file.
 fn code_lines(f: &FileDiff) -> (Option<Evidence>, Option<Evidence>) {
@@ -342,7 +341,13 @@ mod tests {
         ] {
             assert!(test_path_kind(p).is_some(), "{p}");
         }
-        for p in ["src/x.py", "latest/x.py", "contest.py", "testx/a.py", "lib/testing.py"] {
+        for p in [
+            "src/x.py",
+            "latest/x.py",
+            "contest.py",
+            "testx/a.py",
+            "lib/testing.py",
+        ] {
             assert!(test_path_kind(p).is_none(), "{p}");
         }
     }
@@ -364,7 +369,10 @@ mod tests {
 
     #[test]
     fn config_sections() {
-        let p = modify("setup.cfg", &["[tool:pytest]", "addopts = -p no:cacheprovider"]);
+        let p = modify(
+            "setup.cfg",
+            &["[tool:pytest]", "addopts = -p no:cacheprovider"],
+        );
         assert_eq!(check_patch(&p, "").len(), 1);
         let p = modify("setup.cfg", &["[metadata]", "name = x"]);
         assert!(check_patch(&p, "").is_empty());

@@ -190,12 +190,16 @@ fn endpoint() -> String {
 /// Whether a daemon answers `GET /_ping` at DOCKER_HOST or the local
 /// socket, within a couple of seconds. Sync: used to pick the backend.
 pub fn daemon_answers() -> Result<(), DockerError> {
+    ping(&endpoint())
+}
+
+/// `GET /_ping` at a `unix://` or `tcp://` endpoint.
+fn ping(ep: &str) -> Result<(), DockerError> {
     use std::io::{Read, Write};
     let unreachable = |reason: String| DockerError::Unreachable {
-        endpoint: endpoint(),
+        endpoint: ep.to_string(),
         reason,
     };
-    let ep = endpoint();
     let limit = Some(Duration::from_secs(3));
     let request = b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n";
     let mut reply = Vec::new();
@@ -273,7 +277,7 @@ fn ca_bundle(flag: Option<&str>) -> Result<Option<(PathBuf, Vec<u8>)>, DockerErr
         None => {
             let from_env = ["SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE"]
                 .iter()
-                .filter_map(|k| std::env::var_os(k))
+                .filter_map(std::env::var_os)
                 .map(PathBuf::from)
                 .find(|p| p.is_file());
             match from_env.or_else(|| {
@@ -839,7 +843,6 @@ impl DockerBackend {
     ) -> Result<(String, Option<String>), DockerError> {
         let lock = self.lock_for(&plan.name);
         let _g = lock.lock().await;
-        self.note_used(plan.tier, &plan.name);
         let fresh = self
             .built
             .lock()
@@ -847,10 +850,12 @@ impl DockerBackend {
             .contains(&plan.name);
         if !self.args.force_rebuild || fresh {
             if let Some(found) = self.inspect(&plan.name).await? {
+                self.note_used(plan.tier, &plan.name);
                 return Ok(found);
             }
         }
         self.build(plan).await?;
+        self.note_used(plan.tier, &plan.name);
         self.built
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -1256,6 +1261,32 @@ impl Drop for ContainerGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ping_needs_a_200_from_the_socket() {
+        use std::io::{Read, Write};
+        let d = tempfile::tempdir().unwrap();
+        let sock = d.path().join("d.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let server = std::thread::spawn(move || {
+            for answer in [
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK",
+                "HTTP/1.1 500 Internal Server Error\r\n\r\n",
+            ] {
+                let (mut c, _) = listener.accept().unwrap();
+                let mut buf = [0u8; 256];
+                let _ = c.read(&mut buf).unwrap();
+                c.write_all(answer.as_bytes()).unwrap();
+            }
+        });
+        let ep = format!("unix://{}", sock.display());
+        ping(&ep).unwrap();
+        let e = ping(&ep).unwrap_err().to_string();
+        assert!(e.contains("500") && e.contains("d.sock"), "{e}");
+        server.join().unwrap();
+        let e = ping(&format!("unix://{}", d.path().join("none.sock").display())).unwrap_err();
+        assert!(matches!(e, DockerError::Unreachable { .. }), "{e}");
+    }
 
     #[test]
     fn sizes() {

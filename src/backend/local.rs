@@ -235,10 +235,14 @@ impl LocalBackend {
         // not the candidate's).
         let tree = crate::script::quote(&ws.tree.display().to_string());
         let setup_log = ws.root.join("setup.log");
+        // The spec's environment applies to setup too (e.g. a pretend
+        // version for setuptools_scm, which finds no tags in the checkout).
+        let exports: String =
+            rs.spec.env.iter().map(|(k, v)| format!("export {k}={} && ", crate::script::quote(v))).collect();
         for cmd in rs.spec.pre_install.iter().chain(rs.spec.install.as_ref()) {
             run_logged(
                 "bash",
-                &["-c".into(), format!("cd {tree} && {activate} && {cmd}")],
+                &["-c".into(), format!("cd {tree} && {exports}{activate} && {cmd}")],
                 &setup_log,
             )
             .await?;

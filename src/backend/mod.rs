@@ -85,7 +85,7 @@ pub use local::{LocalBackend, LocalEnv};
 #[derive(Debug)]
 pub enum Backend {
     Local(LocalBackend),
-    Docker(DockerBackend),
+    Docker(Box<DockerBackend>),
 }
 
 /// A prepared environment, by backend.
