@@ -532,6 +532,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
             backend: backend_name.clone(),
             outcomes: BTreeMap::new(),
             ids_by_outcome: BTreeMap::new(),
+            audit: Default::default(),
             wall_seconds: elapsed.as_secs_f64(),
         };
         let summary = Summary::build(&dataset, &preds, &recs, extra);

@@ -384,7 +384,10 @@ pub fn base_plan(suite: Suite, root: &Root, ca: Option<&[u8]>) -> ImagePlan {
     if let Some(ca) = ca {
         files.push(ContextFile::new("patchgrade-ca.crt", ca));
     }
-    let mut parts: Vec<&[u8]> = vec![root.id.as_bytes(), dockerfile.as_bytes()];
+    // Addressed by the root's id, not its name: the same root pulled or
+    // bootstrapped under another name gives the same base.
+    let unnamed = BASE_DOCKERFILE.replace("{{copy_ca}}", copy_ca);
+    let mut parts: Vec<&[u8]> = vec![root.id.as_bytes(), unnamed.as_bytes()];
     parts.extend(files.iter().map(|f| f.data.as_slice()));
     let tag = tag_of(&parts);
     ImagePlan {
@@ -582,6 +585,14 @@ mod tests {
         assert_ne!(
             a.name,
             base_plan(Suite::Bookworm, &root, Some(b"other")).name
+        );
+        let renamed = Root {
+            name: "127.0.0.1:5000/debian:bookworm-slim".into(),
+            ..root.clone()
+        };
+        assert_eq!(
+            a.name,
+            base_plan(Suite::Bookworm, &renamed, Some(b"cert")).name
         );
         let root2 = Root {
             id: "sha256:2".into(),

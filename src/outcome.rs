@@ -104,6 +104,9 @@ pub struct EvalRecord {
     pub ungradable: Option<Ungradable>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_exit_code: Option<i32>,
+    /// Whether a pass is clean or suspect, and why (graded runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<crate::audit::Audit>,
     pub backend: String,
     /// Image id (docker) or env path (local) the tests ran in.
     #[serde(default, skip_serializing_if = "Option::is_none")]

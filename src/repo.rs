@@ -252,7 +252,8 @@ fn version_tag(base: &git2::Commit) -> Option<String> {
     fmt.abbreviated_size(0);
     let tag = d.format(Some(&fmt)).ok()?;
     let v = tag.trim_start_matches('v');
-    v.starts_with(|c: char| c.is_ascii_digit()).then(|| v.to_string())
+    v.starts_with(|c: char| c.is_ascii_digit())
+        .then(|| v.to_string())
 }
 
 fn missing(r: &Repository, commits: &[&str]) -> Vec<String> {

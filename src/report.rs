@@ -94,7 +94,44 @@ pub struct SummaryExtra {
     /// Count per outcome, every outcome present (zero included).
     pub outcomes: BTreeMap<Outcome, usize>,
     pub ids_by_outcome: BTreeMap<Outcome, Vec<String>>,
+    /// Resolved passes split by the audit.
+    pub audit: AuditCounts,
     pub wall_seconds: f64,
+}
+
+/// How many resolved passes are clean or suspect, and why.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AuditCounts {
+    pub resolved: usize,
+    pub clean_resolved: usize,
+    pub suspect_resolved: usize,
+    /// Resolved records with no audit (made by an older version).
+    pub not_audited: usize,
+    /// Suspect resolved passes per reason (a pass may have several).
+    pub reasons: BTreeMap<crate::audit::ReasonKind, usize>,
+    pub suspect_ids: Vec<String>,
+}
+
+impl AuditCounts {
+    pub fn add(&mut self, id: &str, record: &EvalRecord) {
+        if record.outcome != Outcome::Resolved {
+            return;
+        }
+        self.resolved += 1;
+        match &record.audit {
+            None => self.not_audited += 1,
+            Some(a) if a.is_suspect() => {
+                self.suspect_resolved += 1;
+                self.suspect_ids.push(id.to_string());
+                let kinds: BTreeSet<crate::audit::ReasonKind> =
+                    a.reasons.iter().map(|r| r.kind).collect();
+                for k in kinds {
+                    *self.reasons.entry(k).or_default() += 1;
+                }
+            }
+            Some(_) => self.clean_resolved += 1,
+        }
+    }
 }
 
 impl Summary {
@@ -138,6 +175,7 @@ impl Summary {
             match records.get(id) {
                 Some(r) => {
                     *s.patchgrade.outcomes.entry(r.outcome).or_default() += 1;
+                    s.patchgrade.audit.add(id, r);
                     s.patchgrade
                         .ids_by_outcome
                         .entry(r.outcome)
@@ -192,7 +230,27 @@ impl Summary {
             "instance", "outcome"
         ));
         for (id, r) in records {
-            let detail = r.detail.as_deref().unwrap_or("");
+            let mut detail = r.detail.clone().unwrap_or_default();
+            if let Some(a) = r
+                .audit
+                .as_ref()
+                .filter(|a| r.outcome == Outcome::Resolved && a.is_suspect())
+            {
+                let kinds: BTreeSet<String> = a
+                    .reasons
+                    .iter()
+                    .filter_map(|x| {
+                        serde_json::to_value(x.kind)
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                    })
+                    .collect();
+                detail = format!(
+                    "suspect: {}",
+                    kinds.into_iter().collect::<Vec<_>>().join(", ")
+                );
+            }
+            let detail = detail.as_str();
             let detail: String = detail
                 .lines()
                 .next()
@@ -231,6 +289,38 @@ impl Summary {
             out.push_str(&format!(" ({})", errs.join(", ")));
         }
         out.push('\n');
+        let a = &self.patchgrade.audit;
+        if a.resolved > 0 {
+            let reasons: Vec<String> = a
+                .reasons
+                .iter()
+                .map(|(k, n)| {
+                    format!(
+                        "{n} {}",
+                        serde_json::to_value(k)
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            out.push_str(&format!(
+                "audit of the {} resolved: {} clean, {} suspect{}{}\n",
+                a.resolved,
+                a.clean_resolved,
+                a.suspect_resolved,
+                if reasons.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", reasons.join(", "))
+                },
+                if a.not_audited > 0 {
+                    format!(", {} not audited", a.not_audited)
+                } else {
+                    String::new()
+                }
+            ));
+        }
         out
     }
 }

@@ -399,6 +399,7 @@ impl Runner {
             grade: None,
             ungradable: None,
             test_exit_code: None,
+            audit: None,
             backend: self.backend.name().into(),
             environment: None,
             timings: Timings::default(),
@@ -538,7 +539,10 @@ impl Runner {
             Ok(Ok(co)) => {
                 if let Some(v) = co.version_tag {
                     log.line(format!("version from upstream tags: {v}"));
-                    rs.spec.env.entry("SETUPTOOLS_SCM_PRETEND_VERSION".into()).or_insert(v);
+                    rs.spec
+                        .env
+                        .entry("SETUPTOOLS_SCM_PRETEND_VERSION".into())
+                        .or_insert(v);
                 }
             }
             Ok(Err(e)) => {
@@ -591,7 +595,7 @@ impl Runner {
                     Some(e.to_string()),
                     log,
                     timings,
-                )
+                );
             }
         };
         timings.env = t.elapsed().as_secs_f64();
@@ -737,6 +741,26 @@ impl Runner {
                     ));
                 }
                 record.grade = Some(g);
+                if !empty {
+                    let mut input = crate::audit::AuditInput::new(inst, &raw_patch);
+                    input.test_log = Some(&text);
+                    input.log_parser = Some(rs.spec.log_parser);
+                    input.checkout = Some(&ws.tree);
+                    input.base_time = crate::audit::history::base_commit_time(
+                        &self.repos.mirror_path(&inst.repo),
+                        &inst.base_commit,
+                    );
+                    let audit = crate::audit::audit_static(&input);
+                    if audit.is_suspect() {
+                        let kinds: Vec<String> = audit
+                            .reasons
+                            .iter()
+                            .map(|r| format!("{:?}", r.kind))
+                            .collect();
+                        log.line(format!("audit: suspect ({})", kinds.join(", ")));
+                    }
+                    record.audit = Some(audit);
+                }
                 finish(record, outcome, detail, log, timings)
             }
             Err(u) => {
@@ -769,7 +793,9 @@ impl Runner {
 /// (`setup.log` → `workspace-setup.log`), so failures can be read after the
 /// workspace is gone. Best effort: a failure to copy is only logged.
 fn salvage_logs(ws_root: &Path, log_dir: &Path) {
-    let Ok(rd) = std::fs::read_dir(ws_root) else { return };
+    let Ok(rd) = std::fs::read_dir(ws_root) else {
+        return;
+    };
     for entry in rd.flatten() {
         let p = entry.path();
         if p.extension().is_some_and(|e| e == "log") {

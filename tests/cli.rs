@@ -746,3 +746,102 @@ fn samples_are_evaluated_each_and_identical_patches_once() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("sample id 7"));
 }
+
+/// Resolved passes are audited: a fix that also edits the tests' setup, or
+/// that copies the issue's code, is resolved but suspect, with evidence.
+#[test]
+fn resolved_passes_are_audited_clean_or_suspect() {
+    let w = widgets();
+    let mut leaky = instance(
+        "w-leak",
+        "acme/widgets",
+        &w.base,
+        &w.gold,
+        &w.test_patch,
+        &[F2P],
+        &[P2P],
+    );
+    leaky["problem_statement"] =
+        serde_json::json!("clamp ignores hi. This fixes it:\n```python\ndef clamp(x, lo, hi):\n    return min(hi, max(lo, x))\n```\n");
+    let rows = vec![
+        instance(
+            "w-clean",
+            "acme/widgets",
+            &w.base,
+            &w.gold,
+            &w.test_patch,
+            &[F2P],
+            &[P2P],
+        ),
+        instance(
+            "w-tamper",
+            "acme/widgets",
+            &w.base,
+            &w.gold,
+            &w.test_patch,
+            &[F2P],
+            &[P2P],
+        ),
+        leaky,
+    ];
+    w.sb.write("dataset.jsonl", &jsonl(&rows));
+    // The fix plus a new conftest.py (diffs taken against HEAD, which holds
+    // the future fix, so the two parts are made apart).
+    let conftest = w.repo.diff_of(
+        &[(
+            "tests/conftest.py",
+            Some(b"import pytest\n\ncollect_ignore = ['test_core.py']\n"),
+        )],
+        false,
+    );
+    let tamper = format!("{}{conftest}", w.gold);
+    let preds = vec![
+        prediction("w-clean", "m", Some(&w.gold)),
+        prediction("w-tamper", "m", Some(&tamper)),
+        prediction("w-leak", "m", Some(&w.gold)),
+    ];
+    w.sb.write("preds.jsonl", &jsonl(&preds));
+    let out = w.sb.run(&w.args("a", "preds.jsonl", &[]));
+    assert_eq!(out.status.code(), Some(0));
+    for id in ["w-clean", "w-tamper", "w-leak"] {
+        assert_eq!(w.sb.outcome("a", "m", id), "resolved", "{id}");
+    }
+    assert_eq!(
+        w.sb.record("a", "m", "w-clean")["audit"]["verdict"],
+        "clean"
+    );
+    let t = w.sb.record("a", "m", "w-tamper");
+    assert_eq!(t["audit"]["verdict"], "suspect");
+    let reason = &t["audit"]["reasons"][0];
+    assert_eq!(reason["kind"], "test_tampering");
+    assert_eq!(reason["evidence"][0]["file"], "tests/conftest.py");
+    let l = w.sb.record("a", "m", "w-leak");
+    assert_eq!(l["audit"]["verdict"], "suspect");
+    assert!(
+        l["audit"]["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["kind"] == "issue_leakage"),
+        "{l}"
+    );
+    let s = w.sb.summary("m", "a");
+    assert_eq!(s["patchgrade"]["audit"]["resolved"], 3);
+    assert_eq!(s["patchgrade"]["audit"]["clean_resolved"], 1);
+    assert_eq!(s["patchgrade"]["audit"]["suspect_resolved"], 2);
+    assert_eq!(s["patchgrade"]["audit"]["reasons"]["test_tampering"], 1);
+    // report.json keeps the reference keys and carries the audit under `patchgrade`.
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            w.sb.path()
+                .join("logs/run_evaluation/a/m/w-tamper/report.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["w-tamper"]["resolved"], true);
+    assert_eq!(
+        report["w-tamper"]["patchgrade"]["audit"]["verdict"],
+        "suspect"
+    );
+}

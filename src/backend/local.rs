@@ -237,12 +237,19 @@ impl LocalBackend {
         let setup_log = ws.root.join("setup.log");
         // The spec's environment applies to setup too (e.g. a pretend
         // version for setuptools_scm, which finds no tags in the checkout).
-        let exports: String =
-            rs.spec.env.iter().map(|(k, v)| format!("export {k}={} && ", crate::script::quote(v))).collect();
+        let exports: String = rs
+            .spec
+            .env
+            .iter()
+            .map(|(k, v)| format!("export {k}={} && ", crate::script::quote(v)))
+            .collect();
         for cmd in rs.spec.pre_install.iter().chain(rs.spec.install.as_ref()) {
             run_logged(
                 "bash",
-                &["-c".into(), format!("cd {tree} && {exports}{activate} && {cmd}")],
+                &[
+                    "-c".into(),
+                    format!("cd {tree} && {exports}{activate} && {cmd}"),
+                ],
                 &setup_log,
             )
             .await?;
