@@ -79,6 +79,9 @@ pub enum Command {
     /// Check instances: FAIL_TO_PASS fails without the fix and passes with
     /// gold, PASS_TO_PASS passes on both; gold runs repeat to find flaky tests.
     Validate(ValidateArgs),
+    /// Audit a finished run again: static checks from its files; with
+    /// --rerun, held-out tests and divergence from gold.
+    Audit(AuditArgs),
     /// pass@k / pass^k with intervals, clean variants, slices and plots from
     /// run folders; or a paired comparison of two runs.
     Report(ReportArgs),
@@ -129,6 +132,27 @@ pub struct RunArgs {
     #[arg(long, default_value = ".")]
     pub report_dir: PathBuf,
     /// Print the summary JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The run folder: logs/run_evaluation/<run_id>.
+    pub run_dir: PathBuf,
+    /// Dataset; default: the one RUN_DIR/run.json names.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// Also run the dynamic checks (held-out tests, divergence from gold).
+    #[arg(long)]
+    pub rerun: bool,
+    /// Held-out tests: JSON lines with instance_id, HELD_OUT_TESTS and
+    /// held_out_test_patch (instances may also carry those fields).
+    #[arg(long, value_name = "FILE")]
+    pub held_out: Option<PathBuf>,
+    /// Print the audit counts as JSON on stdout.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -662,6 +686,158 @@ pub async fn validate(args: ValidateArgs) -> Result<i32, CliError> {
         println!("{}", serde_json::to_string_pretty(&report).map_err(infra)?);
     }
     Ok(if done.interrupted {
+        exit::INTERRUPTED
+    } else {
+        exit::OK
+    })
+}
+
+pub async fn audit(args: AuditArgs) -> Result<i32, CliError> {
+    use crate::reaudit;
+    let started = std::time::Instant::now();
+    let audited = reaudit::load(&args.run_dir).map_err(|e| bad(anyhow::anyhow!(e)))?;
+    let dataset_path = match &args.dataset {
+        Some(p) => p.clone(),
+        None => std::fs::read_to_string(args.run_dir.join("run.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["dataset"].as_str().map(PathBuf::from))
+            .ok_or_else(|| {
+                bad(anyhow::anyhow!(
+                    "no --dataset, and {}/run.json names none",
+                    args.run_dir.display()
+                ))
+            })?,
+    };
+    let dataset = Dataset::load(&dataset_path).map_err(bad)?;
+    let specs = args.engine.sources.spec_set()?;
+    let held_out = match &args.held_out {
+        Some(p) => crate::audit::dynamic::load_sidecar(p).map_err(|e| bad(anyhow::anyhow!(e)))?,
+        None => BTreeMap::new(),
+    };
+    let mut audits: BTreeMap<usize, crate::audit::Audit> = BTreeMap::new();
+    for (idx, a) in audited.iter().enumerate() {
+        let Some(inst) = dataset.get(&a.record.instance_id) else {
+            return Err(bad(anyhow::anyhow!(
+                "{}: instance {} is not in {}",
+                a.dir.display(),
+                a.record.instance_id,
+                dataset_path.display()
+            )));
+        };
+        if let Some(audit) = reaudit::static_audit(a, inst, &specs, args.rerun) {
+            audits.insert(idx, audit);
+        }
+    }
+    let mut interrupted = false;
+    if args.rerun {
+        let run_id = args
+            .run_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "run".into());
+        let mut engine_args = args.engine.clone();
+        engine_args.log_dir = args
+            .run_dir
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let engine = Engine::build(&engine_args, &format!("{run_id}.audit"), &dataset_path)?;
+        let repos = engine.runner.repos.clone();
+        let list_files = |inst: &crate::dataset::Instance| {
+            repos
+                .ensure(&inst.repo, &[&inst.base_commit])
+                .and_then(|_| repos.list_files(&inst.repo, &inst.base_commit))
+                .unwrap_or_default()
+        };
+        let (jobs, purposes) = reaudit::plan(&audited, &dataset, &held_out, list_files);
+        eprintln!("dynamic audit: {} evaluations", jobs.len());
+        let t = std::time::Instant::now();
+        let done = engine.execute(jobs.clone()).await;
+        interrupted = done.interrupted;
+        reaudit::judge(
+            &audited,
+            &mut audits,
+            &engine.runner.cfg,
+            &engine.runner.specs,
+            jobs,
+            &purposes,
+            &done.records,
+        );
+        let secs = t.elapsed().as_secs_f64();
+        for audit in audits.values_mut() {
+            audit
+                .notes
+                .push(format!("dynamic checks of this run took {secs:.1}s in all"));
+        }
+    }
+    let mut report = reaudit::AuditReport {
+        run_dir: args.run_dir.display().to_string(),
+        rerun: args.rerun,
+        ..Default::default()
+    };
+    let mut lines = Vec::new();
+    for (idx, a) in audited.iter().enumerate() {
+        let record = match audits.remove(&idx) {
+            Some(audit) => reaudit::write_back(a, audit)
+                .with_context(|| format!("cannot write {}", a.dir.display()))
+                .map_err(infra)?,
+            None => a.record.clone(),
+        };
+        let leaf = a
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        report
+            .models
+            .entry(record.model_name_or_path.clone())
+            .or_default()
+            .add(&leaf, &record);
+        if record.outcome == Outcome::Resolved {
+            let verdict = match &record.audit {
+                Some(au) if au.is_suspect() => {
+                    let kinds: Vec<String> = au
+                        .reasons
+                        .iter()
+                        .map(|r| {
+                            format!(
+                                "{}: {}",
+                                serde_json::to_value(r.kind)
+                                    .ok()
+                                    .and_then(|v| v.as_str().map(String::from))
+                                    .unwrap_or_default(),
+                                r.message
+                            )
+                        })
+                        .collect();
+                    format!("suspect  {}", kinds.join("; "))
+                }
+                Some(_) => "clean".to_string(),
+                None => "not audited".to_string(),
+            };
+            lines.push(format!("{}  {leaf}  {verdict}", record.model_name_or_path));
+        }
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    for l in &lines {
+        eprintln!("{l}");
+    }
+    for (m, c) in &report.models {
+        eprintln!(
+            "{m}: {} resolved, {} clean, {} suspect",
+            c.resolved, c.clean_resolved, c.suspect_resolved
+        );
+    }
+    let path = args.run_dir.join("audit.json");
+    write_json_atomic(&path, &report)
+        .with_context(|| format!("cannot write {}", path.display()))
+        .map_err(infra)?;
+    eprintln!("audit written to {}", path.display());
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(infra)?);
+    }
+    Ok(if interrupted {
         exit::INTERRUPTED
     } else {
         exit::OK

@@ -30,6 +30,7 @@ fn main() {
         match cli.command {
             Command::Run(args) => cli::run(args).await,
             Command::Validate(args) => cli::validate(args).await,
+            Command::Audit(args) => cli::audit(args).await,
             Command::Report(args) => patchgrade::passk::report(args),
             Command::Select(args) => patchgrade::select::select(args).await,
         }

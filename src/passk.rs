@@ -263,33 +263,17 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LoadError + '_ {
 /// dataset path from its `run.json`.
 pub fn load_run(dir: &Path) -> Result<RunSamples, LoadError> {
     let mut values = Vec::new();
-    let mut models: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io(dir))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    models.sort();
-    for m in models {
-        let mut leaves: Vec<PathBuf> = std::fs::read_dir(&m)
-            .map_err(io(&m))?
-            .filter_map(Result::ok)
-            .map(|e| e.path().join("patchgrade.json"))
-            .filter(|p| p.is_file())
-            .collect();
-        leaves.sort();
-        for path in leaves {
-            let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-            let v: Value = serde_json::from_str(&text).map_err(|e| LoadError::Record {
-                path: path.clone(),
-                reason: format!("invalid JSON: {e}"),
-            })?;
-            SampleRecord::from_value(&v).map_err(|reason| LoadError::Record {
-                path: path.clone(),
-                reason,
-            })?;
-            values.push(v);
-        }
+    for path in crate::report::record_paths(dir).map_err(io(dir))? {
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| LoadError::Record {
+            path: path.clone(),
+            reason: format!("invalid JSON: {e}"),
+        })?;
+        SampleRecord::from_value(&v).map_err(|reason| LoadError::Record {
+            path: path.clone(),
+            reason,
+        })?;
+        values.push(v);
     }
     if values.is_empty() {
         return Err(LoadError::Empty(dir.to_owned()));

@@ -232,6 +232,26 @@ impl RepoCache {
     }
 }
 
+impl RepoCache {
+    /// Every file path in `commit`'s tree (from the mirror, no checkout).
+    pub fn list_files(&self, repo: &str, commit: &str) -> Result<Vec<String>, RepoError> {
+        let mirror = Repository::open_bare(self.mirror_path(repo)).map_err(git_err(repo))?;
+        let tree = Oid::from_str(commit)
+            .and_then(|o| mirror.find_commit(o))
+            .and_then(|c| c.tree())
+            .map_err(git_err(repo))?;
+        let mut out = Vec::new();
+        tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+            if entry.kind() == Some(ObjectType::Blob) {
+                out.push(format!("{dir}{}", entry.name().unwrap_or("")));
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .map_err(git_err(repo))?;
+        Ok(out)
+    }
+}
+
 /// A checked-out base tree.
 #[derive(Debug, Clone)]
 pub struct Checkout {

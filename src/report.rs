@@ -24,6 +24,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Every `<model>/<leaf>/patchgrade.json` of a run folder, sorted.
+pub fn record_paths(run_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut models: Vec<PathBuf> = std::fs::read_dir(run_dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    models.sort();
+    for m in models {
+        let mut leaves: Vec<PathBuf> = std::fs::read_dir(&m)?
+            .filter_map(Result::ok)
+            .map(|e| e.path().join("patchgrade.json"))
+            .filter(|p| p.is_file())
+            .collect();
+        leaves.sort();
+        out.extend(leaves);
+    }
+    Ok(out)
+}
+
 pub fn write_json_atomic(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
     let mut text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
     text.push(b'\n');

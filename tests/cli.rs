@@ -845,3 +845,169 @@ fn resolved_passes_are_audited_clean_or_suspect() {
         "suspect"
     );
 }
+
+/// `patchgrade audit --rerun`: held-out tests catch an overfitted fix, and
+/// differential testing against gold catches a fix that breaks a test the
+/// instance's PASS_TO_PASS list does not name. Both pass the official tests.
+#[test]
+fn audit_rerun_finds_held_out_failures_and_gold_divergence() {
+    let sb = Sandbox::new();
+    let repo = FixtureRepo::new(&sb, "acme/shapes");
+    let core =
+        "def clamp(x, lo, hi):\n    return max(lo, x)\n\n\ndef scale(x, k):\n    return x * k\n";
+    let tests = "import unittest\nfrom shapes.core import clamp, scale\n\n\nclass TestShapes(unittest.TestCase):\n    def test_low(self):\n        self.assertEqual(clamp(-5, 0, 3), 0)\n\n    def test_scale(self):\n        self.assertEqual(scale(2, 3), 6)\n";
+    repo.commit(
+        &[
+            ("shapes/__init__.py", Some(b"")),
+            ("shapes/core.py", Some(core.as_bytes())),
+            ("tests/__init__.py", Some(b"")),
+            ("tests/test_core.py", Some(tests.as_bytes())),
+        ],
+        "initial",
+    );
+    let base = repo
+        .repo
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+        .to_string();
+    let fixed = core.replace("return max(lo, x)", "return min(hi, max(lo, x))");
+    let gold = repo.diff_of(&[("shapes/core.py", Some(fixed.as_bytes()))], false);
+    let diverging = repo.diff_of(
+        &[(
+            "shapes/core.py",
+            Some(fixed.replace("return x * k", "return x + k").as_bytes()),
+        )],
+        false,
+    );
+    let overfit = repo.diff_of(
+        &[(
+            "shapes/core.py",
+            Some(
+                core.replace("return max(lo, x)", "return 3 if x == 9 else max(lo, x)")
+                    .as_bytes(),
+            ),
+        )],
+        false,
+    );
+    let with_high =
+        format!("{tests}\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n");
+    let test_patch = repo.diff_of(&[("tests/test_core.py", Some(with_high.as_bytes()))], false);
+    let held = format!(
+        "{tests}\n    def test_high_far(self):\n        self.assertEqual(clamp(100, 0, 3), 3)\n"
+    );
+    let held_patch = repo.diff_of(&[("tests/test_core.py", Some(held.as_bytes()))], false);
+    let f2p = ["tests.test_core.TestShapes.test_high"];
+    let p2p = ["tests.test_core.TestShapes.test_low"];
+    let mut s_gold = instance(
+        "s-gold",
+        "acme/shapes",
+        &base,
+        &gold,
+        &test_patch,
+        &f2p,
+        &p2p,
+    );
+    s_gold["HELD_OUT_TESTS"] = serde_json::json!(["tests.test_core.TestShapes.test_high_far"]);
+    s_gold["held_out_test_patch"] = serde_json::json!(held_patch);
+    let rows = vec![
+        s_gold,
+        instance(
+            "s-div",
+            "acme/shapes",
+            &base,
+            &gold,
+            &test_patch,
+            &f2p,
+            &p2p,
+        ),
+        instance(
+            "s-over",
+            "acme/shapes",
+            &base,
+            &gold,
+            &test_patch,
+            &f2p,
+            &p2p,
+        ),
+    ];
+    sb.write("dataset.jsonl", &jsonl(&rows));
+    sb.write(
+        "held.jsonl",
+        &(serde_json::json!({"instance_id": "s-over", "HELD_OUT_TESTS": ["tests.test_core.TestShapes.test_high_far"], "held_out_test_patch": held_patch}).to_string() + "\n"),
+    );
+    sb.write(
+        "specs/shapes.yaml",
+        &SPEC.replace("acme/widgets", "acme/shapes"),
+    );
+    let preds = vec![
+        prediction("s-gold", "m", Some(&gold)),
+        prediction("s-div", "m", Some(&diverging)),
+        prediction("s-over", "m", Some(&overfit)),
+    ];
+    sb.write("preds.jsonl", &jsonl(&preds));
+    let common = [
+        "--backend",
+        "local",
+        "--specs",
+        "specs",
+        "--mirror-dir",
+        "mirrors",
+    ];
+    let mut args = vec![
+        "run",
+        "--dataset",
+        "dataset.jsonl",
+        "--predictions",
+        "preds.jsonl",
+        "--run-id",
+        "dyn",
+    ];
+    args.extend(common);
+    assert_eq!(sb.run(&args).status.code(), Some(0));
+    for id in ["s-gold", "s-div", "s-over"] {
+        assert_eq!(
+            sb.outcome("dyn", "m", id),
+            "resolved",
+            "{id} passes the official tests"
+        );
+    }
+    // Static re-audit alone changes nothing for these.
+    let mut args = vec!["audit", "logs/run_evaluation/dyn"];
+    args.extend(common);
+    assert_eq!(sb.run(&args).status.code(), Some(0));
+    assert_eq!(sb.record("dyn", "m", "s-div")["audit"]["verdict"], "clean");
+
+    let mut args = vec![
+        "audit",
+        "logs/run_evaluation/dyn",
+        "--rerun",
+        "--held-out",
+        "held.jsonl",
+        "--json",
+    ];
+    args.extend(common);
+    let out = sb.run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(sb.record("dyn", "m", "s-gold")["audit"]["verdict"], "clean");
+    let div = sb.record("dyn", "m", "s-div");
+    assert_eq!(div["audit"]["verdict"], "suspect", "{div}");
+    let r = &div["audit"]["reasons"][0];
+    assert_eq!(r["kind"], "gold_divergence");
+    assert_eq!(
+        r["evidence"][0]["test_ids"],
+        serde_json::json!(["tests.test_core.TestShapes.test_scale"])
+    );
+    let over = sb.record("dyn", "m", "s-over");
+    assert_eq!(over["audit"]["verdict"], "suspect", "{over}");
+    let r = &over["audit"]["reasons"][0];
+    assert_eq!(r["kind"], "fails_held_out");
+    assert_eq!(
+        r["evidence"][0]["test_ids"],
+        serde_json::json!(["tests.test_core.TestShapes.test_high_far"])
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["models"]["m"]["suspect_resolved"], 2);
+}

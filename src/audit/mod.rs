@@ -19,6 +19,7 @@
 //! and added to the same [`Audit`] with [`Audit::push`].
 
 pub(crate) mod diff;
+pub mod dynamic;
 pub mod history;
 pub mod leakage;
 pub mod spoofing;

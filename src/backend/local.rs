@@ -106,12 +106,9 @@ impl LocalBackend {
             Some(v) => Some(find_python(v).await?),
             None => None,
         };
-        if !spec.needs_env() || (spec.pip_packages.is_empty() && spec.requirements.is_none()) {
-            if spec.needs_env() && python.is_none() {
-                return Err(EnvError::Unsupported(
-                    "a spec with install steps must name its python version".into(),
-                ));
-            }
+        // An install step needs pip even with no packages to add: every
+        // spec with one gets a shared env (pip at least).
+        if !spec.needs_env() {
             return Ok(LocalEnv {
                 python,
                 shared: None,
@@ -119,7 +116,7 @@ impl LocalBackend {
         }
         let Some(python) = python else {
             return Err(EnvError::Unsupported(
-                "a spec with pip packages must name its python version".into(),
+                "a spec with pip packages or an install step must name its python version".into(),
             ));
         };
         let requirements = match &spec.requirements {
