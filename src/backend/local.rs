@@ -124,6 +124,9 @@ impl LocalBackend {
             None => None,
         };
         let mut h = Sha256::new();
+        // Bumped whenever the way envs are built changes, so old envs are
+        // not reused for a new recipe.
+        h.update(b"local-env-recipe-2");
         h.update(rs.spec.hash());
         h.update(python.to_string_lossy().as_bytes());
         if let Some(r) = &requirements {
@@ -172,6 +175,20 @@ impl LocalBackend {
             let pkgs: Vec<&str> = spec.pip_packages.iter().map(String::as_str).collect();
             steps.push(pip(&pkgs));
         }
+        // Byte-compile everything now: the env is read-only during tests,
+        // and packages installed the legacy way (no .pyc) would otherwise
+        // be compiled at import, where a SyntaxWarning in old code becomes
+        // an error under `filterwarnings = error` (flask's blinker 1.4).
+        // (Files that do not compile, like Python 2 examples shipped in some
+        // packages, are not an error: compile_dir's result is ignored.)
+        steps.push((
+            vpy.clone(),
+            vec![
+                "-c".into(),
+                "import compileall, sys; compileall.compile_dir(sys.argv[1], quiet=2)".into(),
+                dir.join("lib").display().to_string(),
+            ],
+        ));
         for (prog, args) in steps {
             run_logged(&prog, &args, &log).await?;
         }
