@@ -421,6 +421,9 @@ pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> St
         s.push_str(&format!(
             "python3 -m venv {VENV}\nsource {VENV}/bin/activate\n"
         ));
+        // Old suites' bundled pip (20.x on bullseye) cannot do editable
+        // installs of pyproject-only projects.
+        s.push_str("python -m pip install 'pip>=21.3'\n");
         if has_requirements {
             s.push_str("python -m pip install -r /root/patchgrade-env/requirements.txt\n");
         }
@@ -428,6 +431,14 @@ pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> St
             let pkgs: Vec<String> = spec.pip_packages.iter().map(|p| quote(p)).collect();
             s.push_str(&format!("python -m pip install {}\n", pkgs.join(" ")));
         }
+    }
+    if spec.python.is_some() {
+        // Byte-compile now: packages installed the legacy way have no .pyc,
+        // and compiling them at import turns a SyntaxWarning in old code
+        // into an error under `filterwarnings = error` (flask's blinker).
+        s.push_str(&format!(
+            "python -c 'import compileall, sys; compileall.compile_dir(sys.argv[1], quiet=2)' {VENV}/lib\n"
+        ));
     }
     s.push_str(&format!(
         "echo 'patchgrade env for {} ready'\n",
@@ -479,6 +490,11 @@ pub fn setup_repo_script(spec: &Spec) -> String {
     s.push_str("set +u\n");
     s.push_str(&activate_line());
     s.push_str("\nset -u\n");
+    // The spec's environment applies to setup too (e.g. the pretend version
+    // for setuptools_scm, which finds no tags in a one-commit repository).
+    for (k, v) in &spec.env {
+        s.push_str(&format!("export {k}={}\n", quote(v)));
+    }
     for cmd in &spec.pre_install {
         s.push_str(cmd);
         s.push('\n');

@@ -6,7 +6,7 @@ for i in 1 2 3; do
     sleep $((i * 5))
 done
 apt-get install -y -qq --no-install-recommends \
-    ca-certificates git patch build-essential \
+    ca-certificates git patch build-essential iproute2 \
     python3 python3-venv python3-dev
 update-ca-certificates
 rm -rf /var/lib/apt/lists/*

@@ -354,6 +354,7 @@ fn run_archive(
     changes: &Changes,
     script: &str,
     watchdog: u64,
+    blackhole: bool,
 ) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::PermissionsExt;
     let mut b = tar::Builder::new(Vec::new());
@@ -381,11 +382,15 @@ fn run_archive(
     let launcher = format!(
         "#!/bin/bash\n# patchgrade: remove what the candidate deleted, then run the eval script\n\
          # (stderr into stdout so that xtrace markers and test output keep their order).\n\
-         cd {testbed} || exit 1\n{rm}\
+         cd {testbed} || exit 1\n{rm}{route}\
          if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL {watchdog} bash /eval.sh 2>&1; fi\n\
          exec bash /eval.sh 2>&1\n",
         testbed = image::TESTBED,
         rm = if deletes.is_empty() { String::new() } else { format!("rm -f -- {}\n", deletes.join(" ")) },
+        // Spec `blackhole_routes`: packets to non-local addresses vanish
+        // (connects time out) instead of failing at once; needs NET_ADMIN,
+        // which is granted only then, inside the container's own namespace.
+        route = if blackhole { "ip route add default dev lo 2>/dev/null || true\n" } else { "" },
     );
     image::append_file(&mut b, "patchgrade-run.sh", launcher.as_bytes(), 0o755)?;
     b.into_inner()
@@ -976,12 +981,15 @@ impl DockerBackend {
         let tree = ws.tree.clone();
         let script2 = script.to_string();
         let watchdog = timeout.as_secs() + WATCHDOG_GRACE;
+        let blackhole = !rs.spec.network && rs.spec.blackhole_routes;
         let archive = tokio::task::spawn_blocking(move || {
             let changes = candidate_changes(&tree)
                 .map_err(|e| InfraError::Other(format!("listing the candidate's changes: {e}")))?;
-            run_archive(&tree, &changes, &script2, watchdog).map_err(|source| InfraError::Io {
-                path: tree.clone(),
-                source,
+            run_archive(&tree, &changes, &script2, watchdog, blackhole).map_err(|source| {
+                InfraError::Io {
+                    path: tree.clone(),
+                    source,
+                }
             })
         })
         .await
@@ -1101,6 +1109,8 @@ impl DockerBackend {
             memory_swap: Some(self.memory),
             nano_cpus: Some(self.nano_cpus),
             pids_limit: Some(self.args.pids_limit),
+            cap_add: (!rs.spec.network && rs.spec.blackhole_routes)
+                .then(|| vec!["NET_ADMIN".to_string()]),
             // Removed by the engine once the script ends, even if patchgrade
             // is gone by then; patchgrade also removes it on every path.
             auto_remove: Some(true),
@@ -1339,7 +1349,7 @@ mod tests {
         assert_eq!(up, ["a.py", "bin/run", "build/x.py", "new/deep/n.py"]);
         assert_eq!(c.delete, [PathBuf::from("gone.py")]);
 
-        let bytes = run_archive(d.path(), &c, "echo hi\n", 99).unwrap();
+        let bytes = run_archive(d.path(), &c, "echo hi\n", 99, false).unwrap();
         let mut ar = tar::Archive::new(bytes.as_slice());
         let mut names = Vec::new();
         let mut launcher = String::new();
