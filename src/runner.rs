@@ -675,6 +675,8 @@ impl Runner {
             }
         };
         timings.tests = t.elapsed().as_secs_f64();
+        // Setup output (install, venv) is worth reading whatever the verdict.
+        salvage_logs(&ws.root, log_dir);
         if out.cancelled {
             return Evaluated::Cancelled;
         }
