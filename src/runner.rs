@@ -645,6 +645,10 @@ impl Runner {
             test_patch: &inst.test_patch,
             test_changes: &test_changes,
             directives: job.directives.clone(),
+            base_time: crate::audit::history::base_commit_time(
+                &self.repos.mirror_path(&inst.repo),
+                &inst.base_commit,
+            ),
         }
         .render();
         if let Err(e) = write_atomic(&log_dir.join("eval.sh"), script.as_bytes()) {

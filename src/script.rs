@@ -87,6 +87,21 @@ pub struct EvalScript<'a> {
     pub test_changes: &'a [FileChange],
     /// Runner arguments to use instead of the test patch's files.
     pub directives: Option<Vec<String>>,
+    /// The upstream base commit's time: the script then reports commits and
+    /// tags newer than it in the repository the tests ran in (the audit's
+    /// future-history check, which also covers prebuilt images).
+    pub base_time: Option<i64>,
+}
+
+/// The probe line (see `audit::history::PROBE_MARKER`). Setup commits are
+/// not counted: patchgrade's and the reference's (by their author emails).
+fn history_probe(base_time: Option<i64>) -> String {
+    match base_time {
+        None => String::from(": no history probe"),
+        Some(t) => format!(
+            "echo \">>>>> History: $(git log --all --since=@{t} --format=%ae 2>/dev/null | grep -v -c -e '^patchgrade@localhost$' -e '^setup@swebench.config$') newer commits, $(git for-each-ref refs/tags --format='%(creatordate:unix)' 2>/dev/null | awk -v t={t} '$1 > t' | wc -l) newer tags\""
+        ),
+    }
 }
 
 impl EvalScript<'_> {
@@ -139,6 +154,7 @@ impl EvalScript<'_> {
                 },
             )
             .replace("{{test_cmd}}", &test_cmd)
+            .replace("{{history_probe}}", &history_probe(self.base_time))
             // Last: the test patch may itself contain `{{` sequences.
             .replace("{{apply_test_patch}}", &apply)
     }

@@ -1011,3 +1011,57 @@ fn audit_rerun_finds_held_out_failures_and_gold_divergence() {
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["models"]["m"]["suspect_resolved"], 2);
 }
+
+/// The future-history check runs inside the environment the tests ran in
+/// (so it also covers prebuilt images patchgrade did not make): a setup step
+/// that leaves a newer commit behind makes every pass suspect; patchgrade's
+/// own checkouts come out clean.
+#[test]
+fn history_newer_than_the_base_is_found_inside_the_environment() {
+    let w = widgets();
+    let row = instance(
+        "w-1",
+        "acme/widgets",
+        &w.base,
+        &w.gold,
+        &w.test_patch,
+        &[F2P],
+        &[P2P],
+    );
+    w.sb.write("dataset.jsonl", &jsonl(&[row]));
+    let out = w.sb.run(&w.args("h1", "gold", &[]));
+    assert_eq!(out.status.code(), Some(0));
+    let clean = w.sb.record("h1", "gold", "w-1");
+    assert_eq!(clean["audit"]["verdict"], "clean", "{clean}");
+    let log = std::fs::read_to_string(
+        w.sb.path()
+            .join("logs/run_evaluation/h1/gold/w-1/test_output.txt"),
+    )
+    .unwrap();
+    assert!(
+        log.contains(">>>>> History: 0 newer commits, 0 newer tags"),
+        "{log}"
+    );
+
+    // An environment that carries a commit from after the base (as a full
+    // clone would), left by a setup step.
+    let leaky = format!(
+        "{SPEC}    pre_install:\n      - \"git -c user.email=dev@upstream.invalid -c user.name=dev commit -q --allow-empty -m 'the fix'\"\n      - \"git tag v9.9\"\n"
+    );
+    w.sb.write("specs-leaky/widgets.yaml", &leaky);
+    let mut args = w.args("h2", "gold", &[]);
+    let pos = args.iter().position(|a| *a == "specs").unwrap();
+    args[pos] = "specs-leaky";
+    assert_eq!(w.sb.run(&args).status.code(), Some(0));
+    let rec = w.sb.record("h2", "gold", "w-1");
+    assert_eq!(rec["outcome"], "resolved");
+    assert_eq!(rec["audit"]["verdict"], "suspect", "{rec}");
+    assert!(
+        rec["audit"]["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["kind"] == "future_history"),
+        "{rec}"
+    );
+}

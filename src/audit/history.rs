@@ -386,3 +386,44 @@ mod tests {
         assert_eq!(parse_iso8601("garbage"), None);
     }
 }
+
+/// The eval script's probe line: `>>>>> History: N newer commits, M newer tags`
+/// (see harness-scripts/eval.sh.tmpl). It is printed from inside the
+/// environment the tests ran in, so it covers prebuilt images whose
+/// repository patchgrade never sees (`--namespace`).
+pub const PROBE_MARKER: &str = ">>>>> History: ";
+
+/// Future history reported by the probe line of a test log, if any.
+pub fn check_log(log: &str) -> Option<Reason> {
+    let line = log
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix(PROBE_MARKER))?;
+    let mut nums = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<u64>().ok());
+    let commits = nums.next()??;
+    let tags = nums.next()??;
+    (commits > 0 || tags > 0).then(|| Reason {
+        kind: ReasonKind::FutureHistory,
+        message: format!(
+            "the environment the tests ran in holds {commits} commit(s) and {tags} tag(s) newer than the base commit"
+        ),
+        evidence: vec![Evidence { excerpt: Some(format!("{PROBE_MARKER}{line}")), ..Evidence::default() }],
+    })
+}
+
+#[cfg(test)]
+mod probe_tests {
+    use super::*;
+
+    #[test]
+    fn probe_line_flags_newer_history_only() {
+        assert!(check_log("x\n>>>>> History: 0 newer commits, 0 newer tags\n").is_none());
+        let r = check_log(">>>>> History: 12 newer commits, 1 newer tags\n").unwrap();
+        assert_eq!(r.kind, ReasonKind::FutureHistory);
+        assert!(r.message.contains("12 commit"));
+        assert!(check_log("no probe here").is_none());
+    }
+}

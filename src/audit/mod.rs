@@ -218,6 +218,7 @@ pub fn audit_static(input: &AuditInput) -> Audit {
     reasons.extend(spoofing::check_patch(&files));
     if let Some(log) = input.test_log {
         reasons.extend(spoofing::check_log(log, input.log_parser, inst));
+        reasons.extend(history::check_log(log));
     }
     if let Some(repo) = input.checkout {
         match history::check(repo, input.base_time, inst) {

@@ -199,22 +199,19 @@ impl LocalBackend {
         })
     }
 
-    /// Make the per-evaluation overlay venv; returns the activation line.
-    pub async fn prepare_workspace(
+    /// The per-evaluation overlay venv; returns its activation line.
+    async fn overlay_venv(
         &self,
         env: &LocalEnv,
-        rs: &ResolvedSpec,
+        python: &Path,
         ws: &Workspace,
-    ) -> Result<Option<String>, EnvError> {
-        let Some(python) = &env.python else {
-            return Ok(None);
-        };
+    ) -> Result<String, EnvError> {
         let venv = ws.root.join("venv");
         let base = env
             .shared
             .as_ref()
             .map(|s| s.join("bin/python"))
-            .unwrap_or_else(|| python.clone());
+            .unwrap_or_else(|| python.to_path_buf());
         // --without-pip: pip comes from the shared env through the .pth file.
         run_logged(
             &base.display().to_string(),
@@ -240,10 +237,25 @@ impl LocalBackend {
             wrap_console_scripts(&shared.join("bin"), &venv.join("bin"))
                 .map_err(|e| EnvError::Other(e.to_string()))?;
         }
-        let activate = format!(
+        Ok(format!(
             "source {}",
             crate::script::quote(&venv.join("bin/activate").display().to_string())
-        );
+        ))
+    }
+
+    /// Per-evaluation setup before the candidate patch: the overlay venv
+    /// (when the spec names a Python), then pre_install and install in the
+    /// base tree; returns the env's activation line, if any.
+    pub async fn prepare_workspace(
+        &self,
+        env: &LocalEnv,
+        rs: &ResolvedSpec,
+        ws: &Workspace,
+    ) -> Result<Option<String>, EnvError> {
+        let activate = match &env.python {
+            Some(python) => Some(self.overlay_venv(env, python, ws).await?),
+            None => None,
+        };
         // Setup as the reference does it in the instance image: before the
         // candidate patch, with network, from the base tree (upstream code,
         // not the candidate's).
@@ -257,23 +269,26 @@ impl LocalBackend {
             .iter()
             .map(|(k, v)| format!("export {k}={} && ", crate::script::quote(v)))
             .collect();
+        let act = activate
+            .as_ref()
+            .map(|a| format!("{a} && "))
+            .unwrap_or_default();
         for cmd in rs.spec.pre_install.iter().chain(rs.spec.install.as_ref()) {
             run_logged(
                 "bash",
-                &[
-                    "-c".into(),
-                    format!("cd {tree} && {exports}{activate} && {cmd}"),
-                ],
+                &["-c".into(), format!("cd {tree} && {exports}{act}{cmd}")],
                 &setup_log,
             )
             .await?;
         }
         if !rs.spec.pre_install.is_empty() {
             // A setup commit, so that resetting test files goes back to the
-            // set-up tree and `git diff HEAD` shows only the candidate.
-            run_logged("bash", &["-c".into(), format!("cd {tree} && git add -u && git commit -q --allow-empty -m 'patchgrade setup'")], &setup_log).await?;
+            // set-up tree and `git diff HEAD` shows only the candidate. Dated
+            // like the base tree commit (epoch 0), so it is no "future
+            // history" for the audit.
+            run_logged("bash", &["-c".into(), format!("cd {tree} && git add -u && GIT_AUTHOR_DATE='@0 +0000' GIT_COMMITTER_DATE='@0 +0000' git commit -q --allow-empty -m 'patchgrade setup'")], &setup_log).await?;
         }
-        Ok(Some(activate))
+        Ok(activate)
     }
 
     pub async fn run(
