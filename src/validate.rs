@@ -281,9 +281,10 @@ pub fn judge(
         if base_rec.is_some_and(|r| r.outcome == Outcome::Resolved) {
             counts.false_resolutions += 1;
         }
-        if gold_recs
-            .iter()
-            .all(|r| r.is_some_and(|r| r.outcome == Outcome::Resolved))
+        if gold_runs > 0
+            && gold_recs
+                .iter()
+                .all(|r| r.is_some_and(|r| r.outcome == Outcome::Resolved))
         {
             counts.gold_resolved += 1;
         }
