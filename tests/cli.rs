@@ -38,14 +38,7 @@ fn widgets() -> Widgets {
         ],
         "initial",
     );
-    let base = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let base = repo.head();
     // A later commit holding the fix: the checkout must not expose it.
     let gold = repo.diff_of(&[("widgets/core.py", Some(CORE_FIXED.as_bytes()))], false);
     let tests_new = format!(
@@ -499,14 +492,7 @@ fn local_venv_tests_the_candidate_code_editable_or_not() {
         ],
         "initial",
     );
-    let base = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let base = repo.head();
     let gold = repo.diff_of(
         &[(
             "pyproj/__init__.py",
@@ -865,14 +851,7 @@ fn audit_rerun_finds_held_out_failures_and_gold_divergence() {
         ],
         "initial",
     );
-    let base = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let base = repo.head();
     let fixed = core.replace("return max(lo, x)", "return min(hi, max(lo, x))");
     let gold = repo.diff_of(&[("shapes/core.py", Some(fixed.as_bytes()))], false);
     let diverging = repo.diff_of(

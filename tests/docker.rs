@@ -107,14 +107,7 @@ fn widgets(spec: &str) -> Widgets {
         ],
         "initial",
     );
-    let base = repo
-        .repo
-        .head()
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let base = repo.head();
     let gold = repo.diff_of(&[("widgets/core.py", Some(CORE_FIXED.as_bytes()))], false);
     sb.write("specs/widgets.yaml", spec);
     Widgets {

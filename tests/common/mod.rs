@@ -118,6 +118,17 @@ impl FixtureRepo {
         }
     }
 
+    /// The id of the current HEAD commit.
+    pub fn head(&self) -> String {
+        self.repo
+            .head()
+            .unwrap()
+            .peel_to_commit()
+            .unwrap()
+            .id()
+            .to_string()
+    }
+
     /// Write files (None deletes) and commit; returns the commit id.
     pub fn commit(&self, files: &[(&str, Option<&[u8]>)], msg: &str) -> String {
         let root = self.repo.workdir().unwrap().to_owned();
