@@ -422,8 +422,10 @@ pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> St
             "python3 -m venv {VENV}\nsource {VENV}/bin/activate\n"
         ));
         // Old suites' bundled pip (20.x on bullseye) cannot do editable
-        // installs of pyproject-only projects.
-        s.push_str("python -m pip install 'pip>=21.3'\n");
+        // installs of pyproject-only projects; pip 25.1 dropped the legacy
+        // `setup.py develop` fallback that the reference's pip (24) used for
+        // backends without PEP 660 (pylint 2.14/2.15 pin setuptools~=62.6).
+        s.push_str("python -m pip install 'pip>=21.3,<25.1'\n");
         if has_requirements {
             s.push_str("python -m pip install -r /root/patchgrade-env/requirements.txt\n");
         }

@@ -126,7 +126,7 @@ impl LocalBackend {
         let mut h = Sha256::new();
         // Bumped whenever the way envs are built changes, so old envs are
         // not reused for a new recipe.
-        h.update(b"local-env-recipe-2");
+        h.update(b"local-env-recipe-3");
         h.update(rs.spec.hash());
         h.update(python.to_string_lossy().as_bytes());
         if let Some(r) = &requirements {
@@ -164,7 +164,8 @@ impl LocalBackend {
         };
         // Old interpreters' bundled pip (20.x on 3.9) cannot do editable
         // installs of pyproject-only projects.
-        steps.push(pip(&["pip>=21.3"]));
+        // (<25.1: see the Docker env; the legacy editable fallback.)
+        steps.push(pip(&["pip>=21.3,<25.1"]));
         if let Some(text) = &requirements {
             let req_file = dir.with_extension("requirements.txt");
             std::fs::write(&req_file, super::filter_requirements(text))
