@@ -25,6 +25,12 @@ pub enum RepoError {
         commit: String,
         mirror: PathBuf,
     },
+    #[error("the mirror of {repo} lacks {path} (object {object}): it is a partial copy (snapshots leave out large files); give a complete clone with --mirror-dir")]
+    MissingObject {
+        repo: String,
+        path: String,
+        object: String,
+    },
     #[error("`{command}` failed: {stderr}")]
     GitCommand { command: String, stderr: String },
     #[error("failed to import {source_file}: {reason}")]
@@ -199,7 +205,7 @@ impl RepoCache {
 
         std::fs::create_dir_all(dest).map_err(io_err(dest))?;
         let fresh = Repository::init(dest).map_err(git_err(repo))?;
-        copy_tree(&mirror, &fresh, tree.id()).map_err(git_err(repo))?;
+        copy_tree(repo, &mirror, &fresh, tree.id())?;
         // Fixed identity and time: the checkout is the same bytes every time.
         let sig = Signature::new("patchgrade", "patchgrade@localhost", &Time::new(0, 0))
             .map_err(git_err(repo))?;
@@ -290,25 +296,43 @@ fn missing(r: &Repository, commits: &[&str]) -> Vec<String> {
 }
 
 /// Copy a tree and everything under it between object databases.
-fn copy_tree(from: &Repository, to: &Repository, tree: Oid) -> Result<(), git2::Error> {
-    let src = from.odb()?;
-    let dst = to.odb()?;
-    let mut stack = vec![tree];
-    while let Some(id) = stack.pop() {
+fn copy_tree(repo: &str, from: &Repository, to: &Repository, tree: Oid) -> Result<(), RepoError> {
+    let git = git_err(repo);
+    let src = from.odb().map_err(&git)?;
+    let dst = to.odb().map_err(&git)?;
+    // (object, path in the tree) so that a missing object can be named.
+    let mut stack = vec![(tree, String::new())];
+    while let Some((id, path)) = stack.pop() {
         if dst.exists(id) {
             continue;
         }
-        let obj = src.read(id)?;
+        let obj = src.read(id).map_err(|e| {
+            if e.code() == git2::ErrorCode::NotFound {
+                RepoError::MissingObject {
+                    repo: repo.to_string(),
+                    path: path.clone(),
+                    object: id.to_string(),
+                }
+            } else {
+                git(e)
+            }
+        })?;
         if obj.kind() == ObjectType::Tree {
-            let t = from.find_tree(id)?;
+            let t = from.find_tree(id).map_err(&git)?;
             for entry in t.iter() {
                 // Submodule entries point at commits of other repositories.
                 if matches!(entry.kind(), Some(ObjectType::Tree | ObjectType::Blob)) {
-                    stack.push(entry.id());
+                    let name = entry.name().unwrap_or("?");
+                    let child = if path.is_empty() {
+                        name.to_string()
+                    } else {
+                        format!("{path}/{name}")
+                    };
+                    stack.push((entry.id(), child));
                 }
             }
         }
-        dst.write(obj.kind(), obj.data())?;
+        dst.write(obj.kind(), obj.data()).map_err(&git)?;
     }
     Ok(())
 }
