@@ -440,10 +440,10 @@ pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> St
         // venv; the reference's conda env has no such split. The image is
         // single-purpose, so the system interpreter is pointed at the venv's
         // packages too.
-        s.push_str(&format!(
+        s.push_str(
             "sysdir=$(/usr/bin/python3 -c 'import site; print(site.getsitepackages()[0])')\nmkdir -p \"$sysdir\"\n\
-             python -c 'import site; print(site.getsitepackages()[0])' > \"$sysdir/patchgrade-venv.pth\"\n"
-        ));
+             python -c 'import site; print(site.getsitepackages()[0])' > \"$sysdir/patchgrade-venv.pth\"\n",
+        );
         // Byte-compile now: packages installed the legacy way have no .pyc,
         // and compiling them at import turns a SyntaxWarning in old code
         // into an error under `filterwarnings = error` (flask's blinker).
