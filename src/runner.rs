@@ -424,6 +424,12 @@ impl Runner {
             ));
             Evaluated::Done(Box::new(record), log)
         };
+        // End the evaluation early with an outcome and why.
+        macro_rules! stop {
+            ($outcome:expr, $detail:expr) => {
+                return finish(record, $outcome, Some($detail), log, timings)
+            };
+        }
         log.line(format!(
             "evaluating {} for {}",
             inst.instance_id, job.prediction.model_name_or_path
@@ -437,24 +443,15 @@ impl Runner {
         if let Err(e) = std::fs::create_dir_all(log_dir)
             .and_then(|_| write_atomic(&log_dir.join("patch.diff"), raw_patch.as_bytes()))
         {
-            return finish(
-                record,
+            stop!(
                 Outcome::InfraError,
-                Some(format!("cannot write {}: {e}", log_dir.display())),
-                log,
-                timings,
-            );
+                format!("cannot write {}: {e}", log_dir.display())
+            )
         }
         let mut rs = match self.specs.lookup(&inst.repo, &inst.version) {
             Ok(rs) => rs.clone(),
             Err(e) => {
-                return finish(
-                    record,
-                    Outcome::EnvironmentBuildFailed,
-                    Some(e.to_string()),
-                    log,
-                    timings,
-                )
+                stop!(Outcome::EnvironmentBuildFailed, e.to_string())
             }
         };
         log.line(format!(
@@ -474,13 +471,7 @@ impl Runner {
             (false, Ok(p)) => Some(p),
             (false, Err(e)) => {
                 log.line(format!(">>>>> Patch Apply Failed: {e}"));
-                return finish(
-                    record,
-                    Outcome::PatchApplyFailed,
-                    Some(e.to_string()),
-                    log,
-                    timings,
-                );
+                stop!(Outcome::PatchApplyFailed, e.to_string())
             }
         };
         let test_changes = if inst.test_patch.trim().is_empty() {
@@ -489,12 +480,9 @@ impl Runner {
             match Patch::parse(&inst.test_patch) {
                 Ok(p) => p.files,
                 Err(e) => {
-                    return finish(
-                        record,
+                    stop!(
                         Outcome::EnvironmentBuildFailed,
-                        Some(format!("the instance's test_patch is unusable: {e}")),
-                        log,
-                        timings,
+                        format!("the instance's test_patch is unusable: {e}")
                     )
                 }
             }
@@ -508,15 +496,12 @@ impl Runner {
         {
             Ok(d) => d,
             Err(e) => {
-                return finish(
-                    record,
+                stop!(
                     Outcome::InfraError,
-                    Some(format!(
+                    format!(
                         "cannot create a workspace in {}: {e}",
                         self.cfg.work_root.display()
-                    )),
-                    log,
-                    timings,
+                    )
                 )
             }
         };
@@ -546,22 +531,10 @@ impl Runner {
                 }
             }
             Ok(Err(e)) => {
-                return finish(
-                    record,
-                    Outcome::InfraError,
-                    Some(e.to_string()),
-                    log,
-                    timings,
-                )
+                stop!(Outcome::InfraError, e.to_string())
             }
             Err(e) => {
-                return finish(
-                    record,
-                    Outcome::InfraError,
-                    Some(format!("checkout task: {e}")),
-                    log,
-                    timings,
-                )
+                stop!(Outcome::InfraError, format!("checkout task: {e}"))
             }
         }
         timings.checkout = t.elapsed().as_secs_f64();
@@ -589,13 +562,7 @@ impl Runner {
             Err(e) => {
                 // The workspace is removed afterwards: keep its setup logs.
                 salvage_logs(&ws.root, log_dir);
-                return finish(
-                    record,
-                    Outcome::EnvironmentBuildFailed,
-                    Some(e.to_string()),
-                    log,
-                    timings,
-                );
+                stop!(Outcome::EnvironmentBuildFailed, e.to_string())
             }
         };
         timings.env = t.elapsed().as_secs_f64();
@@ -618,22 +585,10 @@ impl Runner {
             }
             Ok(Err(e)) => {
                 log.line(format!(">>>>> Patch Apply Failed: {e}"));
-                return finish(
-                    record,
-                    Outcome::PatchApplyFailed,
-                    Some(e.to_string()),
-                    log,
-                    timings,
-                );
+                stop!(Outcome::PatchApplyFailed, e.to_string())
             }
             Err(e) => {
-                return finish(
-                    record,
-                    Outcome::InfraError,
-                    Some(format!("apply task: {e}")),
-                    log,
-                    timings,
-                )
+                stop!(Outcome::InfraError, format!("apply task: {e}"))
             }
         }
 
@@ -652,13 +607,7 @@ impl Runner {
         }
         .render();
         if let Err(e) = write_atomic(&log_dir.join("eval.sh"), script.as_bytes()) {
-            return finish(
-                record,
-                Outcome::InfraError,
-                Some(format!("cannot write eval.sh: {e}")),
-                log,
-                timings,
-            );
+            stop!(Outcome::InfraError, format!("cannot write eval.sh: {e}"))
         }
 
         let t = Instant::now();
@@ -669,13 +618,7 @@ impl Runner {
         {
             Ok(o) => o,
             Err(e) => {
-                return finish(
-                    record,
-                    Outcome::InfraError,
-                    Some(e.to_string()),
-                    log,
-                    timings,
-                )
+                stop!(Outcome::InfraError, e.to_string())
             }
         };
         timings.tests = t.elapsed().as_secs_f64();
@@ -693,29 +636,20 @@ impl Runner {
             ));
         }
         if let Err(e) = write_atomic(&log_dir.join("test_output.txt"), text.as_bytes()) {
-            return finish(
-                record,
+            stop!(
                 Outcome::InfraError,
-                Some(format!("cannot write test_output.txt: {e}")),
-                log,
-                timings,
-            );
+                format!("cannot write test_output.txt: {e}")
+            )
         }
         log.line(format!(
             "eval script finished in {:.2}s",
             out.elapsed.as_secs_f64()
         ));
         if out.timed_out {
-            return finish(
-                record,
+            stop!(
                 Outcome::TestsTimedOut,
-                Some(format!(
-                    "exceeded --timeout {}s",
-                    self.cfg.timeout.as_secs()
-                )),
-                log,
-                timings,
-            );
+                format!("exceeded --timeout {}s", self.cfg.timeout.as_secs())
+            )
         }
         record.test_exit_code = grade::recorded_exit_code(&text);
         match grade::logs_eval(rs.spec.log_parser, &text) {

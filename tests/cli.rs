@@ -62,6 +62,19 @@ fn widgets() -> Widgets {
 }
 
 impl Widgets {
+    /// A dataset row for the fixture's issue, with its gold and test patch.
+    fn row(&self, id: &str) -> Value {
+        instance(
+            id,
+            "acme/widgets",
+            &self.base,
+            &self.gold,
+            &self.test_patch,
+            &[F2P],
+            &[P2P],
+        )
+    }
+
     fn args<'a>(&'a self, run_id: &'a str, preds: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
         let mut a = vec![
             "run",
@@ -88,15 +101,7 @@ impl Widgets {
 #[test]
 fn gold_resolves_and_a_wrong_patch_does_not() {
     let w = widgets();
-    let row = instance(
-        "acme__widgets-1",
-        "acme/widgets",
-        &w.base,
-        &w.gold,
-        &w.test_patch,
-        &[F2P],
-        &[P2P],
-    );
+    let row = w.row("acme__widgets-1");
     w.sb.write("dataset.jsonl", &jsonl(&[row]));
     let out = w.sb.run(&w.args("g", "gold", &["--json"]));
     assert_eq!(out.status.code(), Some(0));
@@ -191,15 +196,7 @@ fn hostile_and_odd_inputs_each_get_their_outcome() {
     );
 
     let rows = vec![
-        instance(
-            "w-escape",
-            "acme/widgets",
-            &w.base,
-            &w.gold,
-            &w.test_patch,
-            &[F2P],
-            &[P2P],
-        ),
+        w.row("w-escape"),
         instance(
             "w-binary",
             "acme/widgets",
@@ -227,15 +224,7 @@ fn hostile_and_odd_inputs_each_get_their_outcome() {
             &[F2P],
             &[P2P],
         ),
-        instance(
-            "w-empty",
-            "acme/widgets",
-            &w.base,
-            &w.gold,
-            &w.test_patch,
-            &[F2P],
-            &[P2P],
-        ),
+        w.row("w-empty"),
     ];
     sb.write("dataset.jsonl", &jsonl(&rows));
     let preds = vec![
@@ -291,16 +280,7 @@ fn hostile_and_odd_inputs_each_get_their_outcome() {
 fn bad_inputs_stop_before_any_work_with_file_and_line() {
     let w = widgets();
     let sb = &w.sb;
-    let good = instance(
-        "acme__widgets-1",
-        "acme/widgets",
-        &w.base,
-        &w.gold,
-        &w.test_patch,
-        &[F2P],
-        &[P2P],
-    )
-    .to_string();
+    let good = w.row("acme__widgets-1").to_string();
     sb.write("malformed.jsonl", &format!("{good}\n{{\"instance_id\": \n"));
     let out = sb.run(&[
         "run",
@@ -368,15 +348,7 @@ fn bad_inputs_stop_before_any_work_with_file_and_line() {
 fn rerun_reuses_results_only_for_the_same_patch() {
     let w = widgets();
     let sb = &w.sb;
-    let row = instance(
-        "acme__widgets-1",
-        "acme/widgets",
-        &w.base,
-        &w.gold,
-        &w.test_patch,
-        &[F2P],
-        &[P2P],
-    );
+    let row = w.row("acme__widgets-1");
     sb.write("dataset.jsonl", &jsonl(&[row]));
     sb.write(
         "preds.jsonl",
@@ -642,26 +614,7 @@ fn local_sandbox_cuts_network_and_protects_the_host() {
 #[test]
 fn instance_ids_filter_and_unknown_ids() {
     let w = widgets();
-    let rows = vec![
-        instance(
-            "w-1",
-            "acme/widgets",
-            &w.base,
-            &w.gold,
-            &w.test_patch,
-            &[F2P],
-            &[P2P],
-        ),
-        instance(
-            "w-2",
-            "acme/widgets",
-            &w.base,
-            &w.gold,
-            &w.test_patch,
-            &[F2P],
-            &[P2P],
-        ),
-    ];
+    let rows = vec![w.row("w-1"), w.row("w-2")];
     w.sb.write("dataset.jsonl", &jsonl(&rows));
     let out = w.sb.run(&w.args("f", "gold", &["--instance-ids", "w-2"]));
     assert_eq!(out.status.code(), Some(0));
@@ -679,15 +632,7 @@ fn instance_ids_filter_and_unknown_ids() {
 #[test]
 fn samples_are_evaluated_each_and_identical_patches_once() {
     let w = widgets();
-    let row = instance(
-        "acme__widgets-1",
-        "acme/widgets",
-        &w.base,
-        &w.gold,
-        &w.test_patch,
-        &[F2P],
-        &[P2P],
-    );
+    let row = w.row("acme__widgets-1");
     w.sb.write("dataset.jsonl", &jsonl(&[row]));
     let preds = vec![
         prediction("acme__widgets-1", "m", Some(&w.gold)),
@@ -738,38 +683,10 @@ fn samples_are_evaluated_each_and_identical_patches_once() {
 #[test]
 fn resolved_passes_are_audited_clean_or_suspect() {
     let w = widgets();
-    let mut leaky = instance(
-        "w-leak",
-        "acme/widgets",
-        &w.base,
-        &w.gold,
-        &w.test_patch,
-        &[F2P],
-        &[P2P],
-    );
+    let mut leaky = w.row("w-leak");
     leaky["problem_statement"] =
         serde_json::json!("clamp ignores hi. This fixes it:\n```python\ndef clamp(x, lo, hi):\n    return min(hi, max(lo, x))\n```\n");
-    let rows = vec![
-        instance(
-            "w-clean",
-            "acme/widgets",
-            &w.base,
-            &w.gold,
-            &w.test_patch,
-            &[F2P],
-            &[P2P],
-        ),
-        instance(
-            "w-tamper",
-            "acme/widgets",
-            &w.base,
-            &w.gold,
-            &w.test_patch,
-            &[F2P],
-            &[P2P],
-        ),
-        leaky,
-    ];
+    let rows = vec![w.row("w-clean"), w.row("w-tamper"), leaky];
     w.sb.write("dataset.jsonl", &jsonl(&rows));
     // The fix plus a new conftest.py (diffs taken against HEAD, which holds
     // the future fix, so the two parts are made apart).
@@ -998,15 +915,7 @@ fn audit_rerun_finds_held_out_failures_and_gold_divergence() {
 #[test]
 fn history_newer_than_the_base_is_found_inside_the_environment() {
     let w = widgets();
-    let row = instance(
-        "w-1",
-        "acme/widgets",
-        &w.base,
-        &w.gold,
-        &w.test_patch,
-        &[F2P],
-        &[P2P],
-    );
+    let row = w.row("w-1");
     w.sb.write("dataset.jsonl", &jsonl(&[row]));
     let out = w.sb.run(&w.args("h1", "gold", &[]));
     assert_eq!(out.status.code(), Some(0));
