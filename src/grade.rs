@@ -138,7 +138,7 @@ pub struct Grade {
 /// A lookup of one expected id: its status, or None when absent. Ids that
 /// the reference truncated at a space (more `[` than `]`) are prefix-matched
 /// and accepted when every match agrees on pass/fail (W5).
-fn lookup(map: &StatusMap, id: &str) -> Option<TestStatus> {
+pub fn lookup(map: &StatusMap, id: &str) -> Option<TestStatus> {
     if let Some(s) = map.get(id) {
         return Some(*s);
     }

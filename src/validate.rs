@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::dataset::{Dataset, Instance, Prediction};
-use crate::grade::logs_eval;
+use crate::grade::{logs_eval, lookup};
 use crate::outcome::{EvalRecord, Outcome};
 use crate::parse::{StatusMap, TestStatus};
 use crate::runner::{Job, RecordKey};
@@ -179,14 +179,14 @@ pub fn judge(
             f2p_passing_on_base: inst
                 .fail_to_pass
                 .iter()
-                .filter(|t| passes(base.get(*t), false))
+                .filter(|t| passes(lookup(base, t).as_ref(), false))
                 .cloned()
                 .collect(),
             f2p_failing_on_gold: Vec::new(),
             p2p_failing_on_base: inst
                 .pass_to_pass
                 .iter()
-                .filter(|t| !passes(base.get(*t), true))
+                .filter(|t| !passes(lookup(base, t).as_ref(), true))
                 .cloned()
                 .collect(),
             p2p_failing_on_gold: Vec::new(),
@@ -200,13 +200,13 @@ pub fn judge(
             f2p_fail.extend(
                 inst.fail_to_pass
                     .iter()
-                    .filter(|t| !passes(m.get(*t), false))
+                    .filter(|t| !passes(lookup(m, t).as_ref(), false))
                     .cloned(),
             );
             p2p_fail.extend(
                 inst.pass_to_pass
                     .iter()
-                    .filter(|t| !passes(m.get(*t), true))
+                    .filter(|t| !passes(lookup(m, t).as_ref(), true))
                     .cloned(),
             );
         }
@@ -228,16 +228,18 @@ pub fn judge(
                 .cloned()
                 .collect();
         }
-        let seen: BTreeSet<&String> = present
-            .iter()
-            .flat_map(|m| m.keys())
-            .chain(base.keys())
-            .collect();
+        // The same id matching as grading (truncated ids by prefix).
         v.unmatched = inst
             .fail_to_pass
             .iter()
             .chain(&inst.pass_to_pass)
-            .filter(|t| !seen.contains(t))
+            .filter(|t| {
+                present
+                    .iter()
+                    .copied()
+                    .chain([base])
+                    .all(|m| lookup(m, t).is_none())
+            })
             .cloned()
             .collect();
         if !v.f2p_passing_on_base.is_empty() {
@@ -332,5 +334,96 @@ impl ValidationReport {
             c.instances, c.valid, c.invalid, c.gold_resolved, self.gold_runs, c.false_resolutions, c.flaky_instances, c.environment_failures
         ));
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::Timings;
+
+    fn record(model: &str, id: &str, outcome: Outcome) -> EvalRecord {
+        EvalRecord {
+            instance_id: id.into(),
+            model_name_or_path: model.into(),
+            sample_id: None,
+            evaluated_as: None,
+            outcome,
+            detail: None,
+            cache_key: String::new(),
+            patch_sha256: None,
+            spec_hash: None,
+            apply_strategy: None,
+            grade: None,
+            ungradable: None,
+            test_exit_code: None,
+            audit: None,
+            backend: "local".into(),
+            environment: None,
+            timings: Timings::default(),
+            patchgrade_version: String::new(),
+        }
+    }
+
+    /// Ids that the reference truncated at a space are matched as grading
+    /// matches them; a FAIL_TO_PASS test passing on base is a problem.
+    #[test]
+    fn judges_base_and_gold_logs_with_grading_id_rules() {
+        let d = tempfile::tempdir().unwrap();
+        let spec = d.path().join("s.yaml");
+        std::fs::write(
+            &spec,
+            "repo: o/r\nversions:\n  \"*\":\n    test_cmd: pytest -rA\n    log_parser: pytest\n",
+        )
+        .unwrap();
+        let mut specs = SpecSet::default();
+        specs.add_path(&spec).unwrap();
+        let inst: Instance = serde_json::from_value(serde_json::json!({
+            "instance_id": "o__r-1", "repo": "o/r", "base_commit": "a", "version": "1",
+            "FAIL_TO_PASS": ["t.py::f2p"], "PASS_TO_PASS": ["t.py::p[a"]
+        }))
+        .unwrap();
+        let dataset = Dataset {
+            instances: vec![inst],
+        };
+        let log = |body: &str| {
+            format!("+ : '>>>>> Start Test Output'\n{body}\n+ : '>>>>> End Test Output'\n")
+        };
+        for (model, body) in [
+            (
+                BASE_MODEL.to_string(),
+                "FAILED t.py::f2p - x\nPASSED t.py::p[a b]",
+            ),
+            (gold_model(0), "PASSED t.py::f2p\nPASSED t.py::p[a b]"),
+        ] {
+            let dir = d.path().join(&model);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("test_output.txt"), log(body)).unwrap();
+        }
+        let mut records = BTreeMap::new();
+        records.insert(
+            (BASE_MODEL.into(), "o__r-1".into(), None),
+            record(BASE_MODEL, "o__r-1", Outcome::Unresolved),
+        );
+        records.insert(
+            (gold_model(0), "o__r-1".into(), None),
+            record(&gold_model(0), "o__r-1", Outcome::Resolved),
+        );
+        let root = d.path().to_owned();
+        let report = judge(&dataset, 1, &records, &specs, |m, _| root.join(m), "v");
+        let v = &report.instances[0];
+        assert!(v.valid, "{:?}", v.problems);
+        assert!(v.unmatched.is_empty());
+        assert_eq!(report.counts.gold_resolved, 1);
+
+        // The fix's test already passes without the fix: invalid.
+        std::fs::write(
+            d.path().join(BASE_MODEL).join("test_output.txt"),
+            log("PASSED t.py::f2p\nPASSED t.py::p[a b]"),
+        )
+        .unwrap();
+        let report = judge(&dataset, 1, &records, &specs, |m, _| root.join(m), "v");
+        assert!(!report.instances[0].valid);
+        assert_eq!(report.instances[0].f2p_passing_on_base, vec!["t.py::f2p"]);
     }
 }
