@@ -696,10 +696,8 @@ pub async fn audit(args: AuditArgs) -> Result<i32, CliError> {
     let audited = reaudit::load(&args.run_dir).map_err(|e| bad(anyhow::anyhow!(e)))?;
     let dataset_path = match &args.dataset {
         Some(p) => p.clone(),
-        None => std::fs::read_to_string(args.run_dir.join("run.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v["dataset"].as_str().map(PathBuf::from))
+        None => crate::runner::RunMeta::read(&args.run_dir)
+            .and_then(|m| m.dataset_path())
             .ok_or_else(|| {
                 bad(anyhow::anyhow!(
                     "no --dataset, and {}/run.json names none",

@@ -278,12 +278,10 @@ pub fn load_run(dir: &Path) -> Result<RunSamples, LoadError> {
     if values.is_empty() {
         return Err(LoadError::Empty(dir.to_owned()));
     }
-    let meta: Option<Value> = std::fs::read_to_string(dir.join("run.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
+    let meta = crate::runner::RunMeta::read(dir);
     let run_id = meta
         .as_ref()
-        .and_then(|m| m["run_id"].as_str().map(str::to_string))
+        .map(|m| m.run_id.clone())
         .or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_default();
     let mut run =
@@ -291,11 +289,7 @@ pub fn load_run(dir: &Path) -> Result<RunSamples, LoadError> {
             path: dir.to_owned(),
             reason,
         })?;
-    run.dataset = meta
-        .as_ref()
-        .and_then(|m| m["dataset"].as_str())
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from);
+    run.dataset = meta.and_then(|m| m.dataset_path());
     Ok(run)
 }
 

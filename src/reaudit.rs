@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::audit::dynamic::{self, HeldOut};
 use crate::audit::{audit_static, Audit, AuditInput, ReasonKind};
 use crate::dataset::{model_dir, Dataset, Instance, Prediction};
-use crate::grade::logs_eval;
+use crate::grade::log_statuses;
 use crate::outcome::{EvalRecord, Outcome};
 use crate::parse::StatusMap;
 use crate::report::{instance_report, record_paths, write_json_atomic, AuditCounts};
@@ -221,9 +221,7 @@ fn statuses(
     key: &RecordKey,
 ) -> Option<StatusMap> {
     let j = jobs.get(key)?;
-    let spec = specs.lookup(&j.instance.repo, &j.instance.version).ok()?;
-    let text = std::fs::read(j.log_dir(cfg).join("test_output.txt")).ok()?;
-    logs_eval(spec.spec.log_parser, &String::from_utf8_lossy(&text)).ok()
+    log_statuses(specs, &j.instance, &j.log_dir(cfg)).and_then(Result::ok)
 }
 
 /// Add the dynamic reasons to the audits of `audited` from the finished jobs.

@@ -148,12 +148,26 @@ impl InstanceLog {
     }
 }
 
+/// `<log_root>/<run_id>/run.json`: what a run was, for commands that read
+/// finished runs (the dataset path as given to the run).
 #[derive(Serialize, Deserialize)]
-struct RunMeta {
-    run_id: String,
-    patchgrade_version: String,
-    dataset: String,
-    created_at: u64,
+pub struct RunMeta {
+    pub run_id: String,
+    pub patchgrade_version: String,
+    pub dataset: String,
+    pub created_at: u64,
+}
+
+impl RunMeta {
+    /// The run.json of a run folder, if it is there and readable.
+    pub fn read(run_dir: &Path) -> Option<RunMeta> {
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).ok()?).ok()
+    }
+
+    /// The dataset path it names, if any.
+    pub fn dataset_path(&self) -> Option<PathBuf> {
+        (!self.dataset.is_empty()).then(|| PathBuf::from(&self.dataset))
+    }
 }
 
 impl Runner {

@@ -226,9 +226,7 @@ fn statuses(
         Outcome::TestsTimedOut => return Some(Err("tests timed out".into())),
         _ => return None,
     }
-    let rs = specs.lookup(&inst.repo, &inst.version).ok()?;
-    let text = std::fs::read_to_string(dir.join("test_output.txt")).ok()?;
-    Some(grade::logs_eval(rs.spec.log_parser, &text).map_err(|u| u.to_string()))
+    Some(grade::log_statuses(specs, inst, dir)?.map_err(|u| u.to_string()))
 }
 
 /// `Ordering::Greater` when `a` is the better choice.

@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::dataset::{Dataset, Instance, Prediction};
-use crate::grade::{logs_eval, lookup};
+use crate::grade::{log_statuses, lookup};
 use crate::outcome::{EvalRecord, Outcome};
 use crate::parse::{StatusMap, TestStatus};
 use crate::runner::{Job, RecordKey};
@@ -111,9 +111,7 @@ fn passes(s: Option<&TestStatus>, p2p: bool) -> bool {
 
 /// The status map of a finished evaluation, parsed from its log.
 fn statuses(specs: &SpecSet, inst: &Instance, log_dir: &Path) -> Option<StatusMap> {
-    let spec = specs.lookup(&inst.repo, &inst.version).ok()?;
-    let text = std::fs::read(log_dir.join("test_output.txt")).ok()?;
-    logs_eval(spec.spec.log_parser, &String::from_utf8_lossy(&text)).ok()
+    log_statuses(specs, inst, log_dir).and_then(Result::ok)
 }
 
 /// Judge every instance from the records and logs of a validation run.

@@ -195,7 +195,6 @@ pub fn daemon_answers() -> Result<(), DockerError> {
 
 /// `GET /_ping` at a `unix://` or `tcp://` endpoint.
 fn ping(ep: &str) -> Result<(), DockerError> {
-    use std::io::{Read, Write};
     let unreachable = |reason: String| DockerError::Unreachable {
         endpoint: ep.to_string(),
         reason,
@@ -204,13 +203,11 @@ fn ping(ep: &str) -> Result<(), DockerError> {
     let request = b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n";
     let mut reply = Vec::new();
     if let Some(path) = ep.strip_prefix("unix://") {
-        let mut s = std::os::unix::net::UnixStream::connect(path)
+        let s = std::os::unix::net::UnixStream::connect(path)
             .map_err(|e| unreachable(e.to_string()))?;
         s.set_read_timeout(limit)
             .and_then(|_| s.set_write_timeout(limit))
-            .map_err(|e| unreachable(e.to_string()))?;
-        s.write_all(request)
-            .and_then(|_| s.read_to_end(&mut reply))
+            .and_then(|_| exchange(s, request, &mut reply))
             .map_err(|e| unreachable(e.to_string()))?;
     } else if let Some(addr) = ep.strip_prefix("tcp://") {
         let addr = addr.trim_end_matches('/');
@@ -218,13 +215,11 @@ fn ping(ep: &str) -> Result<(), DockerError> {
             .map_err(|e| unreachable(e.to_string()))?
             .next()
             .ok_or_else(|| unreachable("no address".into()))?;
-        let mut s = std::net::TcpStream::connect_timeout(&sock, Duration::from_secs(3))
+        let s = std::net::TcpStream::connect_timeout(&sock, Duration::from_secs(3))
             .map_err(|e| unreachable(e.to_string()))?;
         s.set_read_timeout(limit)
             .and_then(|_| s.set_write_timeout(limit))
-            .map_err(|e| unreachable(e.to_string()))?;
-        s.write_all(request)
-            .and_then(|_| s.read_to_end(&mut reply))
+            .and_then(|_| exchange(s, request, &mut reply))
             .map_err(|e| unreachable(e.to_string()))?;
     } else {
         // ssh:// and the like: let the client find out.
@@ -239,6 +234,16 @@ fn ping(ep: &str) -> Result<(), DockerError> {
             head.lines().next().unwrap_or("")
         )))
     }
+}
+
+/// Send a request on a connected stream and read the whole reply.
+fn exchange(
+    mut s: impl std::io::Read + std::io::Write,
+    request: &[u8],
+    reply: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    s.write_all(request)?;
+    s.read_to_end(reply).map(|_| ())
 }
 
 /// Connect to the engine (DOCKER_HOST or the local socket) and check that it
