@@ -10,7 +10,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::sync::{mpsc, watch};
 
+use crate::backend::docker::DockerOptions;
 use crate::backend::{Backend, LocalBackend};
+use crate::image::CacheLevel;
 use crate::dataset::{load_predictions, model_dir, Dataset, Prediction};
 use crate::outcome::{EvalRecord, Outcome};
 use crate::repo::{RepoCache, RepoSources, DEFAULT_URL_TEMPLATE};
@@ -267,9 +269,90 @@ pub struct EngineArgs {
     #[arg(long)]
     pub no_sandbox: bool,
     #[command(flatten)]
-    pub docker: crate::backend::docker::DockerArgs,
+    pub docker: DockerArgs,
     #[command(flatten)]
     pub sources: SourceArgs,
+}
+
+/// Docker flags of `patchgrade run`.
+#[derive(Debug, Clone, Args)]
+pub struct DockerArgs {
+    /// Docker: use prebuilt instance images NS/sweb.eval.<arch>.<id>:<tag> (as the
+    /// reference publishes them), from the engine or pulled, instead of building.
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Docker: tag of the --namespace instance images.
+    #[arg(long, default_value = "latest", value_name = "TAG")]
+    pub instance_image_tag: String,
+    /// Docker: image base images start from, pulled where a registry answers
+    /// (`{suite}`: bullseye, bookworm, trixie). Otherwise, or with `none`, the
+    /// suite is bootstrapped with debootstrap (needs root).
+    #[arg(long, default_value = "debian:{suite}-slim", value_name = "IMAGE")]
+    pub base_image: String,
+    /// Docker: CA bundle installed in every image [default: $SSL_CERT_FILE,
+    /// $PIP_CERT or $REQUESTS_CA_BUNDLE, else /etc/ssl/certs/ca-certificates.crt
+    /// if present]; `none` for none.
+    #[arg(long, value_name = "PATH")]
+    pub ca_cert: Option<String>,
+    /// Docker: which images to keep after the run.
+    #[arg(long, value_enum, default_value = "env")]
+    pub cache_level: CacheLevelArg,
+    /// Docker: also remove images that existed before the run (per --cache-level).
+    #[arg(long)]
+    pub clean: bool,
+    /// Docker: rebuild base, env and instance images even when they exist.
+    #[arg(long)]
+    pub force_rebuild: bool,
+    /// Docker: memory limit of each test container (e.g. 4g, 512m).
+    #[arg(long, default_value = "4g", value_name = "SIZE")]
+    pub memory: String,
+    /// Docker: CPU limit of each test container (clamped to the host's cores).
+    #[arg(long, default_value_t = 2.0, value_name = "N")]
+    pub cpus: f64,
+    /// Docker: process limit of each test container (contains fork bombs).
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub pids_limit: i64,
+    /// Docker: time limit of one image build, seconds.
+    #[arg(long, default_value_t = 3600, value_name = "SECS")]
+    pub build_timeout: u64,
+}
+
+
+/// `--cache-level` values (the library's `CacheLevel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum CacheLevelArg {
+    /// Remove every image the run built or pulled.
+    None,
+    /// Keep base images.
+    Base,
+    /// Keep base and env images (default).
+    #[default]
+    Env,
+    /// Keep everything, instance images included: the fastest reruns.
+    Instance,
+}
+
+impl DockerArgs {
+    pub fn options(&self) -> DockerOptions {
+        DockerOptions {
+            namespace: self.namespace.clone(),
+            instance_image_tag: self.instance_image_tag.clone(),
+            base_image: self.base_image.clone(),
+            ca_cert: self.ca_cert.clone(),
+            cache_level: match self.cache_level {
+                CacheLevelArg::None => CacheLevel::None,
+                CacheLevelArg::Base => CacheLevel::Base,
+                CacheLevelArg::Env => CacheLevel::Env,
+                CacheLevelArg::Instance => CacheLevel::Instance,
+            },
+            clean: self.clean,
+            force_rebuild: self.force_rebuild,
+            memory: self.memory.clone(),
+            cpus: self.cpus,
+            pids_limit: self.pids_limit,
+            build_timeout: self.build_timeout,
+        }
+    }
 }
 
 fn default_workers() -> usize {
@@ -424,7 +507,7 @@ impl Engine {
         };
         let backend = if use_docker {
             let b = crate::backend::DockerBackend::new(
-                args.docker.clone(),
+                args.docker.options(),
                 &cache,
                 &args.log_dir,
                 repos.clone(),

@@ -110,7 +110,7 @@ impl Tier {
 }
 
 /// Which images outlive a run (`--cache-level`, the reference's meaning).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CacheLevel {
     /// Remove every image the run built or pulled.
     None,

@@ -45,46 +45,26 @@ const MAX_LOG: usize = 256 << 20;
 /// script on its own (for when patchgrade itself is killed).
 const WATCHDOG_GRACE: u64 = 60;
 
-/// Docker flags of `patchgrade run`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct DockerArgs {
-    /// Docker: use prebuilt instance images NS/sweb.eval.<arch>.<id>:<tag> (as the
-    /// reference publishes them), from the engine or pulled, instead of building.
-    #[arg(long, value_name = "NS")]
+/// Options of the Docker backend (the command line's Docker flags, in `cli`).
+#[derive(Debug, Clone)]
+pub struct DockerOptions {
+    /// Prebuilt instance images NS/sweb.eval.<arch>.<id>:<tag> instead of building.
     pub namespace: Option<String>,
-    /// Docker: tag of the --namespace instance images.
-    #[arg(long, default_value = "latest", value_name = "TAG")]
+    /// Tag of the `namespace` instance images.
     pub instance_image_tag: String,
-    /// Docker: image base images start from, pulled where a registry answers
-    /// (`{suite}`: bullseye, bookworm, trixie). Otherwise, or with `none`, the
-    /// suite is bootstrapped with debootstrap (needs root).
-    #[arg(long, default_value = "debian:{suite}-slim", value_name = "IMAGE")]
+    /// Image base images start from (`{suite}` replaced); `none` bootstraps.
     pub base_image: String,
-    /// Docker: CA bundle installed in every image [default: $SSL_CERT_FILE,
-    /// $PIP_CERT or $REQUESTS_CA_BUNDLE, else /etc/ssl/certs/ca-certificates.crt
-    /// if present]; `none` for none.
-    #[arg(long, value_name = "PATH")]
+    /// CA bundle installed in every image; `None`: from the environment.
     pub ca_cert: Option<String>,
-    /// Docker: which images to keep after the run.
-    #[arg(long, value_enum, default_value = "env")]
     pub cache_level: CacheLevel,
-    /// Docker: also remove images that existed before the run (per --cache-level).
-    #[arg(long)]
+    /// Also remove images that existed before the run (per `cache_level`).
     pub clean: bool,
-    /// Docker: rebuild base, env and instance images even when they exist.
-    #[arg(long)]
     pub force_rebuild: bool,
-    /// Docker: memory limit of each test container (e.g. 4g, 512m).
-    #[arg(long, default_value = "4g", value_name = "SIZE")]
+    /// Memory limit of each test container (e.g. 4g, 512m).
     pub memory: String,
-    /// Docker: CPU limit of each test container (clamped to the host's cores).
-    #[arg(long, default_value_t = 2.0, value_name = "N")]
     pub cpus: f64,
-    /// Docker: process limit of each test container (contains fork bombs).
-    #[arg(long, default_value_t = 1024, value_name = "N")]
     pub pids_limit: i64,
-    /// Docker: time limit of one image build, seconds.
-    #[arg(long, default_value_t = 3600, value_name = "SECS")]
+    /// Time limit of one image build, seconds.
     pub build_timeout: u64,
 }
 
@@ -423,7 +403,7 @@ struct Used {
 pub struct DockerBackend {
     /// Connected on first use (version negotiated, images listed).
     conn: tokio::sync::OnceCell<Conn>,
-    args: DockerArgs,
+    args: DockerOptions,
     memory: i64,
     nano_cpus: i64,
     repos: RepoCache,
@@ -448,7 +428,7 @@ impl DockerBackend {
     /// Set up; the engine is connected on first use. `log_root` is
     /// `logs/run_evaluation`; build logs go beside it in `logs/build_images`.
     pub fn new(
-        args: DockerArgs,
+        args: DockerOptions,
         cache: &Path,
         log_root: &Path,
         repos: RepoCache,
