@@ -17,6 +17,7 @@ pub mod parse;
 pub mod passk;
 pub mod patch;
 pub mod plot;
+pub mod python;
 pub mod reaudit;
 pub mod repo;
 pub mod report;
