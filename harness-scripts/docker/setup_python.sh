@@ -54,11 +54,14 @@ fi
 
 rm -rf {{venv}}
 "$py" -m venv {{venv}}
-{{venv}}/bin/python -m pip install {{tools}}
+# ensurepip's pip before 19 (18.1 with 3.6) takes the base image's
+# PIP_NO_CACHE_DIR=1 for a cache folder named 1; the flag it reads right.
+env -u PIP_NO_CACHE_DIR {{venv}}/bin/python -m pip install --no-cache-dir {{tools}}
 {{venv}}/bin/python -c "$check" "$version"
 {{venv}}/bin/python - {{tools}} <<'PY'
 import sys
-import pip, setuptools, wheel
+import setuptools  # first: its distutils shim refuses a distutils already imported
+import pip, wheel
 got = ["pip==" + pip.__version__, "setuptools==" + setuptools.__version__, "wheel==" + wheel.__version__]
 if got != sys.argv[1:]:
     sys.exit("patchgrade: the venv has %s, wanted %s" % (got, sys.argv[1:]))
