@@ -160,8 +160,30 @@ fn ensure_built(plan: &ImagePlan) -> Option<f64> {
     Some(started.elapsed().as_secs_f64())
 }
 
-const SETUP_PY: &str =
-    "from setuptools import setup\n\nsetup(name=\"tiny\", version=\"1.0\", packages=[\"tiny\"])\n";
+// A C extension too: the copied build's headers and sysconfig must compile
+// one (astropy, scikit-learn and matplotlib build theirs at setup).
+const SETUP_PY: &str = r#"from setuptools import Extension, setup
+
+setup(
+    name="tiny",
+    version="1.0",
+    packages=["tiny"],
+    ext_modules=[Extension("tiny._speed", ["tiny/_speed.c"])],
+)
+"#;
+const SPEED_C: &str = r#"#include <Python.h>
+
+static PyObject *twice(PyObject *self, PyObject *arg) {
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    return PyLong_FromLong(2 * v);
+}
+
+static PyMethodDef methods[] = {{"twice", twice, METH_O, "2 * x"}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef speed = {PyModuleDef_HEAD_INIT, "_speed", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__speed(void) { return PyModule_Create(&speed); }
+"#;
 const TINY: &str = "import sys\n\n\ndef add(a, b):\n    return a + b\n\n\ndef version():\n    return \"%d.%d\" % sys.version_info[:2]\n";
 const TESTS: &str = r#"import os
 import unittest
@@ -177,6 +199,11 @@ class TestTiny(unittest.TestCase):
         self.assertEqual(tiny.version(), os.environ["WANT"])
         # The editable install points at the tree.
         self.assertTrue(tiny.__file__.startswith("/testbed/"), tiny.__file__)
+
+    def test_c_extension(self):
+        from tiny import _speed
+        self.assertEqual(_speed.twice(21), 42)
+        self.assertTrue(_speed.__file__.startswith("/testbed/tiny/"), _speed.__file__)
 
     def test_runtime_modules(self):
         import bz2, ctypes, lzma, sqlite3, ssl, zlib
@@ -194,6 +221,7 @@ fn tiny_repo(dir: &Path) -> TreeSource {
     let blob = |s: &str| repo.blob(s.as_bytes()).unwrap();
     let mut pkg = repo.treebuilder(None).unwrap();
     pkg.insert("__init__.py", blob(TINY), 0o100644).unwrap();
+    pkg.insert("_speed.c", blob(SPEED_C), 0o100644).unwrap();
     let pkg = pkg.write().unwrap();
     let mut tests = repo.treebuilder(None).unwrap();
     tests.insert("__init__.py", blob(""), 0o100644).unwrap();
@@ -257,7 +285,7 @@ fn every_python_from_3_6_to_3_11_builds_an_image_and_runs_a_package() {
     let scratch = tempfile::tempdir().unwrap();
     let tree = tiny_repo(scratch.path());
     let mut report = Vec::new();
-    let mut instances = Vec::new();
+    let mut instances = RemoveOnDrop(Vec::new());
     for interp in &interps {
         let root = root(interp.suite);
         let base = image::base_plan(interp.suite, &root, ca.as_deref());
@@ -286,7 +314,7 @@ fn every_python_from_3_6_to_3_11_builds_an_image_and_runs_a_package() {
         let id = format!("acme__tiny-py{v}");
         let inst = image::instance_plan(&name, &id, &spec, tree.clone());
         let inst_secs = ensure_built(&inst).unwrap_or(0.0);
-        instances.push(inst.name.clone());
+        instances.0.push(inst.name.clone());
         let run = Instant::now();
         let out = docker(&[
             "run",
@@ -308,7 +336,7 @@ fn every_python_from_3_6_to_3_11_builds_an_image_and_runs_a_package() {
         eprintln!("--- Python {v} ({}):\n{log}", interp.provider.name());
         assert!(out.status.success(), "tests failed on Python {v}:\n{log}");
         assert!(
-            log.contains("Ran 3 tests") && log.contains("\nOK"),
+            log.contains("Ran 4 tests") && log.contains("\nOK"),
             "Python {v}:\n{log}"
         );
         assert!(
@@ -329,9 +357,6 @@ fn every_python_from_3_6_to_3_11_builds_an_image_and_runs_a_package() {
             run.elapsed().as_secs_f64(),
         ));
     }
-    for name in &instances {
-        let _ = docker(&["rmi", name]);
-    }
     eprintln!(
         "python images ({} interpreters) in {:.0}s:\n{}",
         interps.len(),
@@ -339,6 +364,17 @@ fn every_python_from_3_6_to_3_11_builds_an_image_and_runs_a_package() {
         report.join("\n")
     );
     assert!(!interps.is_empty(), "no interpreter was found at all");
+}
+
+/// Images removed at the end, a failed assertion included.
+struct RemoveOnDrop(Vec<String>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = docker(&["rmi", name]);
+        }
+    }
 }
 
 fn secs(s: Option<f64>) -> String {
