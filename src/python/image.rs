@@ -113,7 +113,7 @@ impl Manifest {
             .sum()
     }
 
-    pub fn files(&self) -> usize {
+    pub fn entries(&self) -> usize {
         self.entries.len()
     }
 
