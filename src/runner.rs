@@ -190,10 +190,13 @@ impl Runner {
         let sem = Arc::new(Semaphore::new(workers));
         let mut set = tokio::task::JoinSet::new();
         for (primary, followers) in group_identical(jobs) {
-            let (this, sem, events, cancel) =
-                (self.clone(), sem.clone(), events.clone(), cancel.clone());
+            // Taken here, not in the task, so evaluations start in input order.
+            let Ok(permit) = sem.clone().acquire_owned().await else {
+                break;
+            };
+            let (this, events, cancel) = (self.clone(), events.clone(), cancel.clone());
             set.spawn(async move {
-                let _permit = sem.acquire_owned().await.ok()?;
+                let _permit = permit;
                 if *cancel.borrow() {
                     return None;
                 }
