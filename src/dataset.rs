@@ -146,6 +146,17 @@ pub struct Prediction {
 }
 
 impl Prediction {
+    /// A prediction made by patchgrade itself (gold runs, base runs).
+    pub fn new(instance_id: &str, model: &str, model_patch: Option<String>) -> Prediction {
+        Prediction {
+            instance_id: instance_id.to_string(),
+            model_name_or_path: model.to_string(),
+            model_patch,
+            sample_id: None,
+            extra: Map::new(),
+        }
+    }
+
     pub fn is_empty_patch(&self) -> bool {
         self.model_patch
             .as_deref()
@@ -156,6 +167,21 @@ impl Prediction {
     pub fn model_dir(&self) -> String {
         model_dir(&self.model_name_or_path)
     }
+
+    /// What identifies the patch (in records, and to evaluate identical
+    /// samples once): the SHA-256 of its text; none for an empty patch.
+    pub fn patch_sha256(&self) -> Option<String> {
+        self.model_patch
+            .as_deref()
+            .filter(|p| !p.trim().is_empty())
+            .map(sha256_hex)
+    }
+}
+
+/// SHA-256 of a text, in hex.
+pub fn sha256_hex(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(text.as_bytes()))
 }
 
 pub fn model_dir(model: &str) -> String {
