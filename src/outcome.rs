@@ -126,6 +126,34 @@ pub struct EvalRecord {
     pub patchgrade_version: String,
 }
 
+impl EvalRecord {
+    /// A record with nothing known yet but who and where; the outcome is
+    /// `infra_error` until a step says otherwise.
+    pub fn new(instance_id: &str, model: &str, backend: &str) -> EvalRecord {
+        EvalRecord {
+            instance_id: instance_id.to_string(),
+            model_name_or_path: model.to_string(),
+            sample_id: None,
+            evaluated_as: None,
+            outcome: Outcome::InfraError,
+            detail: None,
+            cache_key: String::new(),
+            patch_sha256: None,
+            spec_hash: None,
+            apply_strategy: None,
+            grade: None,
+            ungradable: None,
+            test_exit_code: None,
+            statuses: None,
+            audit: None,
+            backend: backend.to_string(),
+            environment: None,
+            timings: Timings::default(),
+            patchgrade_version: crate::VERSION.into(),
+        }
+    }
+}
+
 /// An audit as patchgrade writes it, or one reduced to its verdict (edited
 /// by hand or by other tools): the verdict is what reports count.
 fn audit_or_verdict<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Audit>, D::Error> {

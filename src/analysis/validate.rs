@@ -332,29 +332,11 @@ impl ValidationReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::Timings;
 
     fn record(model: &str, id: &str, outcome: Outcome) -> EvalRecord {
         EvalRecord {
-            instance_id: id.into(),
-            model_name_or_path: model.into(),
-            sample_id: None,
-            evaluated_as: None,
             outcome,
-            detail: None,
-            cache_key: String::new(),
-            patch_sha256: None,
-            spec_hash: None,
-            apply_strategy: None,
-            grade: None,
-            ungradable: None,
-            test_exit_code: None,
-            statuses: None,
-            audit: None,
-            backend: "local".into(),
-            environment: None,
-            timings: Timings::default(),
-            patchgrade_version: String::new(),
+            ..EvalRecord::new(id, model, "local")
         }
     }
 

@@ -16,7 +16,6 @@ use crate::patch::{FileChange, Patch};
 use crate::rundir::eval_dir::EvalDir;
 use crate::script::EvalScript;
 use crate::spec::ResolvedSpec;
-use crate::VERSION;
 
 pub(super) enum Evaluated {
     /// The record, and the per-instance log (`run_instance.log`).
@@ -79,28 +78,16 @@ impl Runner {
 
 impl<'a> Evaluation<'a> {
     fn new(runner: &'a Runner, job: &'a Job, dir: &'a EvalDir) -> Evaluation<'a> {
-        let patch_sha = job.prediction.patch_sha256();
-        let spec_hash = runner.spec_hash(job);
         let record = EvalRecord {
-            instance_id: job.instance.instance_id.clone(),
-            model_name_or_path: job.prediction.model_name_or_path.clone(),
             sample_id: job.sample.clone(),
-            evaluated_as: None,
-            outcome: Outcome::InfraError,
-            detail: None,
             cache_key: runner.cache_key(job),
-            patch_sha256: patch_sha,
-            spec_hash,
-            apply_strategy: None,
-            grade: None,
-            ungradable: None,
-            test_exit_code: None,
-            statuses: None,
-            audit: None,
-            backend: runner.backend.name().into(),
-            environment: None,
-            timings: Timings::default(),
-            patchgrade_version: VERSION.into(),
+            patch_sha256: job.prediction.patch_sha256(),
+            spec_hash: runner.spec_hash(job),
+            ..EvalRecord::new(
+                &job.instance.instance_id,
+                &job.prediction.model_name_or_path,
+                runner.backend.name(),
+            )
         };
         Evaluation {
             runner,
