@@ -3,13 +3,18 @@
 //! (tests/fixtures/rundir-0.1.0, golden outputs made by the binary before the
 //! restructure). Only what legitimately varies is redacted: durations.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{bin, project_root, Sandbox};
 use serde_json::Value;
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rundir-0.1.0")
+    project_root().join("tests/fixtures/rundir-0.1.0")
 }
 
 fn golden(name: &str) -> String {
@@ -30,55 +35,39 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// A folder laid out as the goldens were made in: `instances/demo`, the
+/// A sandbox laid out as the goldens were made in: `instances/demo`, the
 /// fixture's run folders under `logs/run_evaluation`, the samples'
 /// predictions. Paths given to the binary are relative to it, as then.
 struct Old {
-    dir: tempfile::TempDir,
+    sb: Sandbox,
 }
 
 impl Old {
     fn new() -> Old {
-        let dir = tempfile::Builder::new()
-            .prefix("pg-compat-")
-            .tempdir()
-            .unwrap();
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let sb = Sandbox::new();
         copy_dir(
-            &root.join("instances/demo"),
-            &dir.path().join("instances/demo"),
+            &project_root().join("instances/demo"),
+            &sb.path().join("instances/demo"),
         );
         copy_dir(
             &fixture().join("run_evaluation"),
-            &dir.path().join("logs/run_evaluation"),
+            &sb.path().join("logs/run_evaluation"),
         );
         std::fs::copy(
             fixture().join("samples.predictions.jsonl"),
-            dir.path().join("samples.predictions.jsonl"),
+            sb.path().join("samples.predictions.jsonl"),
         )
         .unwrap();
-        Old { dir }
+        Old { sb }
     }
 
     fn path(&self) -> &Path {
-        self.dir.path()
+        self.sb.path()
     }
 
+    /// Runs the binary there; it must succeed.
     fn run(&self, args: &[&str]) -> Output {
-        let out = Command::new(env!("CARGO_BIN_EXE_patchgrade"))
-            .args(args)
-            .current_dir(self.path())
-            .env("PATCHGRADE_CACHE", self.path().join("cache"))
-            .env_remove("PATCHGRADE_MIRROR_DIR")
-            .env_remove("RUST_LOG")
-            .output()
-            .expect("run patchgrade");
-        eprintln!(
-            "patchgrade {}\n--- stderr ---\n{}\n--- exit {:?}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr),
-            out.status.code()
-        );
+        let out = self.sb.run(args);
         assert_eq!(out.status.code(), Some(0), "patchgrade {}", args.join(" "));
         out
     }
@@ -261,4 +250,131 @@ fn validate_of_the_demo_is_unchanged() {
         split_progress(&redact_elapsed(&golden("demo.validate.stderr.txt")));
     assert_eq!(got_progress, want_progress);
     assert_eq!(got_rest, want_rest);
+}
+
+/// Exit 3: `--backend docker` and no daemon answers; nothing is run.
+#[test]
+fn no_docker_daemon_is_an_infrastructure_failure() {
+    let old = Old::new();
+    let out = Command::new(bin())
+        .args([
+            "run",
+            "--dataset",
+            "instances/demo/dataset.jsonl",
+            "--predictions",
+            "instances/demo/predictions.jsonl",
+            "--run-id",
+            "nodocker",
+            "--backend",
+            "docker",
+        ])
+        .current_dir(old.path())
+        .env("PATCHGRADE_CACHE", old.path().join("cache"))
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("error: no Docker daemon answers at unix:///nonexistent/docker.sock"),
+        "{stderr}"
+    );
+    assert!(!old.path().join("logs/run_evaluation/nodocker").exists());
+}
+
+/// Exit 3: the summary cannot be written (its folder is a file).
+#[test]
+fn unwritable_report_is_an_infrastructure_failure() {
+    let old = Old::new();
+    std::fs::write(old.path().join("not-a-dir"), "").unwrap();
+    let out = old.sb.run(&[
+        "run",
+        "--dataset",
+        "instances/demo/dataset.jsonl",
+        "--predictions",
+        "instances/demo/predictions.jsonl",
+        "--run-id",
+        "unwritable",
+        "--backend",
+        "local",
+        "--report-dir",
+        "not-a-dir",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("error: cannot write not-a-dir/demo-agent.unwritable.json"),
+        "{stderr}"
+    );
+}
+
+/// Exit 130: Ctrl-C while a candidate's tests run stops them; nothing is
+/// recorded for that evaluation, the summary of the rest is written.
+#[test]
+fn interrupt_stops_the_run_and_exits_130() {
+    let old = Old::new();
+    // A fix of instance 1 whose module sleeps on import: its tests hang.
+    let slow = "diff --git a/calc/ops.py b/calc/ops.py\n--- a/calc/ops.py\n+++ b/calc/ops.py\n@@ -15,4 +15,8 @@ def mul(a, b):\n \n+import time; time.sleep(300)\n \n def div(a, b):\n-    return a / b\n+    try:\n+        return a / b\n+    except ZeroDivisionError as e:\n+        raise CalcError(str(e)) from None\n";
+    let pred = serde_json::json!({
+        "instance_id": "patchgrade__demo-calc-1",
+        "model_name_or_path": "slow",
+        "model_patch": slow,
+    });
+    std::fs::write(old.path().join("slow.jsonl"), format!("{pred}\n")).unwrap();
+    let mut child = Command::new(bin())
+        .args([
+            "run",
+            "--dataset",
+            "instances/demo/dataset.jsonl",
+            "--predictions",
+            "slow.jsonl",
+            "--run-id",
+            "stopped",
+            "--backend",
+            "local",
+            "--max-workers",
+            "1",
+        ])
+        .current_dir(old.path())
+        .env("PATCHGRADE_CACHE", old.path().join("cache"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert_eq!(first, "evaluating 1 predictions with 1 workers");
+    // Until its tests run: the test log's folder has the eval script.
+    let dir = old
+        .path()
+        .join("logs/run_evaluation/stopped/slow/patchgrade__demo-calc-1");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !dir.join("eval.sh").exists() {
+        assert!(Instant::now() < deadline, "the evaluation never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    let rest = rest.join("\n");
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(
+        rest.contains("interrupted: stopping running evaluations"),
+        "{rest}"
+    );
+    assert!(
+        rest.contains("patchgrade__demo-calc-1: stopped, nothing recorded"),
+        "{rest}"
+    );
+    assert!(!rest.contains("error:"), "{rest}");
+    assert!(!dir.join("patchgrade.json").exists());
+    let summary: Value = serde_json::from_str(&old.read("slow.stopped.json")).unwrap();
+    assert_eq!(
+        summary["error_ids"],
+        serde_json::json!(["patchgrade__demo-calc-1"])
+    );
 }
