@@ -222,7 +222,7 @@ pub fn build_report(
                     },
                 );
             }
-            slices.0.push((dim.clone(), out));
+            slices.push(dim.clone(), out);
         }
         let n_min = table.iter().map(|s| s.n).min().unwrap_or(0);
         let n_max = table.iter().map(|s| s.n).max().unwrap_or(0);

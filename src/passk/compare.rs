@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
 
 use super::build::{metric_specs, ReportOptions};
+use super::keyed::Keyed;
 use super::render::f3;
 use super::samples::RunSamples;
 use crate::metrics::{
@@ -31,9 +31,9 @@ pub struct PairComparison {
     pub only_in_a: Vec<String>,
     pub only_in_b: Vec<String>,
     /// A minus B per metric (`pass@1`, `pass^1`, ...), keyed in order.
-    pub metrics: Map<String, Value>,
+    pub metrics: Keyed<DiffOrNote>,
     /// The same for the clean variants.
-    pub clean: Map<String, Value>,
+    pub clean: Keyed<DiffOrNote>,
 }
 
 /// A paired comparison of two runs.
@@ -83,10 +83,10 @@ pub fn compare(a: &RunSamples, b: &RunSamples, opts: &ReportOptions) -> Comparis
         let ids_a: BTreeSet<String> = sa.table(false).into_iter().map(|s| s.instance_id).collect();
         let ids_b: BTreeSet<String> = sb.table(false).into_iter().map(|s| s.instance_id).collect();
         let shared: BTreeSet<String> = ids_a.intersection(&ids_b).cloned().collect();
-        let diffs = |clean: bool| -> Map<String, Value> {
+        let diffs = |clean: bool| -> Keyed<DiffOrNote> {
             let ta = restrict(sa.table(clean), &shared);
             let tb = restrict(sb.table(clean), &shared);
-            let mut map = Map::new();
+            let mut map = Keyed::default();
             for &(kind, k) in &specs {
                 let d = match (instance_scores(&ta, kind, k), instance_scores(&tb, kind, k)) {
                     (Ok(x), Ok(y)) => match paired_diff(&x, &y, opts.resamples, opts.seed) {
@@ -105,10 +105,7 @@ pub fn compare(a: &RunSamples, b: &RunSamples, opts: &ReportOptions) -> Comparis
                         note: format!("B: {e}"),
                     },
                 };
-                map.insert(
-                    metric_key(kind, k),
-                    serde_json::to_value(d).unwrap_or(Value::Null),
-                );
+                map.push(metric_key(kind, k), d);
             }
             map
         };
@@ -163,34 +160,34 @@ impl Comparison {
                 "clean A - B".into(),
                 "95% CI".into(),
             ]];
-            for (key, v) in &p.metrics {
-                let c = &p.clean[key];
-                let num = |v: &Value, f: &str| v[f].as_f64().map(f3).unwrap_or_default();
-                if v["diff"].is_null() {
-                    rows.push(vec![
-                        key.clone(),
-                        format!("not compared: {}", v["note"].as_str().unwrap_or("")),
-                    ]);
-                    continue;
-                }
-                let sig = if v["low"].as_f64() > Some(0.0) || v["high"].as_f64() < Some(0.0) {
+            for (key, d) in &p.metrics.0 {
+                let v = match d {
+                    DiffOrNote::Diff(v) => v,
+                    DiffOrNote::Note { note, .. } => {
+                        rows.push(vec![key.clone(), format!("not compared: {note}")]);
+                        continue;
+                    }
+                };
+                let sig = if v.low > 0.0 || v.high < 0.0 {
                     "differs"
                 } else {
                     "no clear difference"
                 };
+                let (clean_diff, clean_ci) = match p.clean.get(key) {
+                    Some(DiffOrNote::Diff(c)) => {
+                        (f3(c.diff), format!("[{}, {}]", f3(c.low), f3(c.high)))
+                    }
+                    _ => (String::new(), String::new()),
+                };
                 rows.push(vec![
                     key.clone(),
-                    num(v, "mean_a"),
-                    num(v, "mean_b"),
-                    num(v, "diff"),
-                    format!("[{}, {}]", num(v, "low"), num(v, "high")),
+                    f3(v.mean_a),
+                    f3(v.mean_b),
+                    f3(v.diff),
+                    format!("[{}, {}]", f3(v.low), f3(v.high)),
                     sig.into(),
-                    num(c, "diff"),
-                    if c["diff"].is_null() {
-                        String::new()
-                    } else {
-                        format!("[{}, {}]", num(c, "low"), num(c, "high"))
-                    },
+                    clean_diff,
+                    clean_ci,
                 ]);
             }
             out.push_str(&columns(&rows, "  "));

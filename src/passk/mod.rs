@@ -12,6 +12,7 @@
 
 pub mod build;
 pub mod compare;
+pub mod keyed;
 pub mod plot;
 pub mod render;
 pub mod samples;

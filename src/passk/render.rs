@@ -163,7 +163,7 @@ impl RunReport {
             out.push('\n');
             out.push_str(&columns(&m.headline_rows(), "  "));
             if with_slices {
-                for dim in m.slices.dims() {
+                for dim in m.slices.keys() {
                     out.push_str(&format!("  by {dim}:\n"));
                     out.push_str(&columns(&m.slice_rows(dim, &self.ks), "    "));
                 }
@@ -209,7 +209,7 @@ impl RunReport {
                 std::fs::write(dir.join(&file), self.curve_svg(model, m)?)?;
                 md.push_str(&format!("![pass@k and pass^k of {model} by k]({file})\n\n"));
             }
-            for dim in m.slices.dims() {
+            for dim in m.slices.keys() {
                 md.push_str(&format!("### By {dim}\n\n"));
                 md.push_str(&markdown_table(&m.slice_rows(dim, &self.ks)));
                 md.push('\n');

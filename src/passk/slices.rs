@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::keyed::Keyed;
 use crate::dataset::{Dataset, InputError, Instance};
 use crate::metrics::MetricTable;
 
@@ -228,27 +229,5 @@ pub struct SliceGroup {
 }
 
 /// Slice dimensions in report order (`repo`, `gold_files`, then `--by`),
-/// serialised as a JSON object keyed by dimension then group.
-#[derive(Debug, Clone, Default)]
-pub struct Slices(pub Vec<(String, BTreeMap<String, SliceGroup>)>);
-
-impl Slices {
-    pub fn get(&self, dim: &str) -> Option<&BTreeMap<String, SliceGroup>> {
-        self.0.iter().find(|(d, _)| d == dim).map(|(_, g)| g)
-    }
-
-    pub fn dims(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(d, _)| d.as_str())
-    }
-}
-
-impl Serialize for Slices {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (dim, groups) in &self.0 {
-            map.serialize_entry(dim, groups)?;
-        }
-        map.end()
-    }
-}
+/// each with its groups.
+pub type Slices = Keyed<BTreeMap<String, SliceGroup>>;

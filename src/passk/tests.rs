@@ -5,7 +5,7 @@ use std::path::Path;
 use serde_json::json;
 
 use super::build::{build_report, ReportOptions};
-use super::compare::compare;
+use super::compare::{compare, DiffOrNote};
 use super::samples::RunSamples;
 use super::slices::SliceSource;
 use crate::metrics::InstanceSamples;
@@ -123,7 +123,10 @@ fn compare_pairs_single_models_and_uses_shared_instances() {
         (2, vec!["o__r-9".to_string()])
     );
     // A: (2/3, 1/2); B: (0, 1) -> diff = (2/3 - 1/2) / 2.
-    let d = p.metrics["pass@1"]["diff"].as_f64().unwrap();
+    let d = match p.metrics.get("pass@1") {
+        Some(DiffOrNote::Diff(d)) => d.diff,
+        other => panic!("{other:?}"),
+    };
     assert!((d - (2.0 / 3.0 - 0.5) / 2.0).abs() < 1e-12, "{d}");
     assert!(c.table().contains("pass@1"));
 }
