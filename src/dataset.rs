@@ -188,8 +188,9 @@ pub fn model_dir(model: &str) -> String {
     model.replace('/', "__")
 }
 
-/// Rows of a `.jsonl` or `.json` file with their 1-based positions.
-fn read_rows(path: &Path) -> Result<Vec<(usize, Value)>, InputError> {
+/// Rows of a `.jsonl` or `.json` file (a list, or an object whose values
+/// are the rows) with their 1-based positions.
+pub fn read_rows(path: &Path) -> Result<Vec<(usize, Value)>, InputError> {
     let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
         path: path.to_owned(),
         source,

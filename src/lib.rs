@@ -26,6 +26,8 @@ pub mod runner;
 pub mod script;
 pub mod spec;
 pub mod table;
+#[cfg(test)]
+mod test_support;
 
 /// The version written into records and summaries.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

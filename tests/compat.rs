@@ -65,6 +65,16 @@ impl Old {
         self.sb.path()
     }
 
+    /// The binary, to be run there with its own cache.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(args)
+            .current_dir(self.path())
+            .env("PATCHGRADE_CACHE", self.path().join("cache"))
+            .env_remove("PATCHGRADE_MIRROR_DIR");
+        c
+    }
+
     /// Runs the binary there; it must succeed.
     fn run(&self, args: &[&str]) -> Output {
         let out = self.sb.run(args);
@@ -76,6 +86,21 @@ impl Old {
         let p = self.path().join(rel);
         std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
     }
+}
+
+/// `run` on the demo's dataset, paths relative to the sandbox.
+fn demo_run<'a>(predictions: &'a str, run_id: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        "--dataset",
+        "instances/demo/dataset.jsonl",
+        "--predictions",
+        predictions,
+        "--run-id",
+        run_id,
+    ];
+    args.extend_from_slice(extra);
+    args
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -134,20 +159,11 @@ fn split_progress(s: &str) -> (Vec<String>, String) {
 fn demo_prints_and_summarises_as_0_1_0_did() {
     let old = Old::new();
     std::fs::remove_dir_all(old.path().join("logs/run_evaluation/demo")).unwrap();
-    let out = old.run(&[
-        "run",
-        "--dataset",
-        "instances/demo/dataset.jsonl",
-        "--predictions",
+    let out = old.run(&demo_run(
         "instances/demo/predictions.jsonl",
-        "--run-id",
         "demo",
-        "--max-workers",
-        "1",
-        "--json",
-        "--backend",
-        "local",
-    ]);
+        &["--max-workers", "1", "--json", "--backend", "local"],
+    ));
     assert_eq!(
         redact_elapsed(&text(&out.stderr)),
         redact_elapsed(&golden("demo.stderr.txt"))
@@ -256,20 +272,12 @@ fn validate_of_the_demo_is_unchanged() {
 #[test]
 fn no_docker_daemon_is_an_infrastructure_failure() {
     let old = Old::new();
-    let out = Command::new(bin())
-        .args([
-            "run",
-            "--dataset",
-            "instances/demo/dataset.jsonl",
-            "--predictions",
+    let out = old
+        .command(&demo_run(
             "instances/demo/predictions.jsonl",
-            "--run-id",
             "nodocker",
-            "--backend",
-            "docker",
-        ])
-        .current_dir(old.path())
-        .env("PATCHGRADE_CACHE", old.path().join("cache"))
+            &["--backend", "docker"],
+        ))
         .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
         .output()
         .unwrap();
@@ -287,19 +295,11 @@ fn no_docker_daemon_is_an_infrastructure_failure() {
 fn unwritable_report_is_an_infrastructure_failure() {
     let old = Old::new();
     std::fs::write(old.path().join("not-a-dir"), "").unwrap();
-    let out = old.sb.run(&[
-        "run",
-        "--dataset",
-        "instances/demo/dataset.jsonl",
-        "--predictions",
+    let out = old.sb.run(&demo_run(
         "instances/demo/predictions.jsonl",
-        "--run-id",
         "unwritable",
-        "--backend",
-        "local",
-        "--report-dir",
-        "not-a-dir",
-    ]);
+        &["--backend", "local", "--report-dir", "not-a-dir"],
+    ));
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(
@@ -321,22 +321,12 @@ fn interrupt_stops_the_run_and_exits_130() {
         "model_patch": slow,
     });
     std::fs::write(old.path().join("slow.jsonl"), format!("{pred}\n")).unwrap();
-    let mut child = Command::new(bin())
-        .args([
-            "run",
-            "--dataset",
-            "instances/demo/dataset.jsonl",
-            "--predictions",
+    let mut child = old
+        .command(&demo_run(
             "slow.jsonl",
-            "--run-id",
             "stopped",
-            "--backend",
-            "local",
-            "--max-workers",
-            "1",
-        ])
-        .current_dir(old.path())
-        .env("PATCHGRADE_CACHE", old.path().join("cache"))
+            &["--backend", "local", "--max-workers", "1"],
+        ))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

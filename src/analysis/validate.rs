@@ -332,6 +332,7 @@ impl ValidationReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{pytest_specs, test_log};
 
     fn record(model: &str, id: &str, outcome: Outcome) -> EvalRecord {
         EvalRecord {
@@ -345,14 +346,7 @@ mod tests {
     #[test]
     fn judges_base_and_gold_logs_with_grading_id_rules() {
         let d = tempfile::tempdir().unwrap();
-        let spec = d.path().join("s.yaml");
-        std::fs::write(
-            &spec,
-            "repo: o/r\nversions:\n  \"*\":\n    test_cmd: pytest -rA\n    log_parser: pytest\n",
-        )
-        .unwrap();
-        let mut specs = SpecSet::default();
-        specs.add_path(&spec).unwrap();
+        let specs = pytest_specs(d.path());
         let inst: Instance = serde_json::from_value(serde_json::json!({
             "instance_id": "o__r-1", "repo": "o/r", "base_commit": "a", "version": "1",
             "FAIL_TO_PASS": ["t.py::f2p"], "PASS_TO_PASS": ["t.py::p[a"]
@@ -360,9 +354,6 @@ mod tests {
         .unwrap();
         let dataset = Dataset {
             instances: vec![inst],
-        };
-        let log = |body: &str| {
-            format!("+ : '>>>>> Start Test Output'\n{body}\n+ : '>>>>> End Test Output'\n")
         };
         let rundir = RunDir::new(d.path(), "v");
         for (model, body) in [
@@ -374,7 +365,7 @@ mod tests {
         ] {
             let dir = rundir.eval_dir(&model, "o__r-1", None);
             dir.write_patch("").unwrap();
-            dir.write_test_log(&log(body)).unwrap();
+            dir.write_test_log(&test_log(body)).unwrap();
         }
         let mut records = BTreeMap::new();
         records.insert(
@@ -394,7 +385,7 @@ mod tests {
         // The fix's test already passes without the fix: invalid.
         rundir
             .eval_dir(BASE_MODEL, "o__r-1", None)
-            .write_test_log(&log("PASSED t.py::f2p\nPASSED t.py::p[a b]"))
+            .write_test_log(&test_log("PASSED t.py::f2p\nPASSED t.py::p[a b]"))
             .unwrap();
         let report = judge(&dataset, 1, &records, &specs, &rundir);
         assert!(!report.instances[0].valid);

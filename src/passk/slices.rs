@@ -9,33 +9,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::keyed::Keyed;
-use crate::dataset::{Dataset, InputError, Instance};
+use crate::dataset::{read_rows, Dataset, InputError, Instance};
 use crate::metrics::MetricTable;
-
-/// A metadata file could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum MetadataError {
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}: {reason}")]
-    Row {
-        path: PathBuf,
-        line: usize,
-        reason: String,
-    },
-}
-
-/// The slice source could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    #[error(transparent)]
-    Dataset(#[from] InputError),
-    #[error(transparent)]
-    Metadata(#[from] MetadataError),
-}
 
 /// Per-instance fields slices can group by: the dataset's rows (all their
 /// fields) and metadata files joined on `instance_id` (or `id`).
@@ -68,7 +43,7 @@ impl SliceSource {
         run_dataset: Option<&Path>,
         metadata: &[PathBuf],
         notes: &mut Vec<String>,
-    ) -> Result<SliceSource, SourceError> {
+    ) -> Result<SliceSource, InputError> {
         let path = match (dataset, run_dataset) {
             (Some(p), _) => Some(p),
             (None, Some(p)) if p.exists() => Some(p),
@@ -95,55 +70,14 @@ impl SliceSource {
         self.dataset_path.is_some()
     }
 
-    /// Adds the rows of a `.jsonl` file or `.json` list; later files do not
-    /// override fields already joined.
-    pub fn add_metadata(&mut self, path: &Path) -> Result<usize, MetadataError> {
-        let text = std::fs::read_to_string(path).map_err(|source| MetadataError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        let rows: Vec<(usize, Value)> = if path.extension().and_then(|e| e.to_str()) == Some("json")
-        {
-            match serde_json::from_str(&text) {
-                Ok(Value::Array(items)) => items
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, v)| (i + 1, v))
-                    .collect(),
-                Ok(_) => {
-                    return Err(MetadataError::Row {
-                        path: path.to_owned(),
-                        line: 1,
-                        reason: "expected a JSON list of rows".into(),
-                    })
-                }
-                Err(e) => {
-                    return Err(MetadataError::Row {
-                        path: path.to_owned(),
-                        line: e.line(),
-                        reason: format!("invalid JSON: {e}"),
-                    })
-                }
-            }
-        } else {
-            let mut rows = Vec::new();
-            for (i, line) in text.lines().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let v = serde_json::from_str(line).map_err(|e| MetadataError::Row {
-                    path: path.to_owned(),
-                    line: i + 1,
-                    reason: format!("invalid JSON: {e}"),
-                })?;
-                rows.push((i + 1, v));
-            }
-            rows
-        };
+    /// Adds the rows of a `.jsonl` or `.json` file (read as datasets are);
+    /// later files do not override fields already joined.
+    pub fn add_metadata(&mut self, path: &Path) -> Result<usize, InputError> {
+        let rows = read_rows(path)?;
         let mut added = 0;
         for (line, v) in rows {
             let Value::Object(map) = v else {
-                return Err(MetadataError::Row {
+                return Err(InputError::Row {
                     path: path.to_owned(),
                     line,
                     reason: "row is not a JSON object".into(),
@@ -155,7 +89,7 @@ impl SliceSource {
                 .and_then(Value::as_str)
                 .map(str::to_string)
             else {
-                return Err(MetadataError::Row {
+                return Err(InputError::Row {
                     path: path.to_owned(),
                     line,
                     reason: "no string \"instance_id\" or \"id\"".into(),

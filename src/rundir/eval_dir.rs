@@ -202,30 +202,21 @@ fn reference_report(
 mod tests {
     use super::*;
     use crate::parse::TestStatus;
+    use crate::test_support::{pytest_specs, test_log};
 
     /// Statuses come from the record; a record of 0.1.0 (none kept) has its
     /// log parsed with the instance's spec instead.
     #[test]
     fn statuses_from_the_record_else_from_the_log() {
         let d = tempfile::tempdir().unwrap();
-        let spec = d.path().join("s.yaml");
-        std::fs::write(
-            &spec,
-            "repo: o/r\nversions:\n  \"*\":\n    test_cmd: pytest -rA\n    log_parser: pytest\n",
-        )
-        .unwrap();
-        let mut specs = SpecSet::default();
-        specs.add_path(&spec).unwrap();
+        let specs = pytest_specs(d.path());
         let inst: Instance = serde_json::from_value(serde_json::json!({
             "instance_id": "o__r-1", "repo": "o/r", "base_commit": "a", "version": "1"
         }))
         .unwrap();
         let dir = super::super::RunDir::new(d.path(), "r").eval_dir("m", "o__r-1", None);
         dir.write_patch("").unwrap();
-        dir.write_test_log(
-            "+ : '>>>>> Start Test Output'\nPASSED t.py::a\n+ : '>>>>> End Test Output'\n",
-        )
-        .unwrap();
+        dir.write_test_log(&test_log("PASSED t.py::a")).unwrap();
         let mut record = EvalRecord::new("o__r-1", "m", "local");
         record.outcome = Outcome::Unresolved;
         let from_log = dir.statuses(&record, &specs, &inst).unwrap().unwrap();
