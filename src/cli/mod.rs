@@ -143,7 +143,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Bootstrap resamples per interval.
-    #[arg(long, default_value_t = patchgrade::metrics::DEFAULT_RESAMPLES)]
+    #[arg(long, default_value_t = patchgrade::metrics::bootstrap::DEFAULT_RESAMPLES)]
     pub resamples: usize,
 }
 

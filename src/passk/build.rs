@@ -7,10 +7,9 @@ use serde::Serialize;
 
 use super::samples::RunSamples;
 use super::slices::{SliceGroup, SliceSource, Slices};
-use crate::metrics::{
-    summarize, InstanceSamples, MetricKind, MetricSummary, MetricTable, DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
-};
+use crate::metrics::aggregate::{summarize, InstanceSamples, MetricSummary, MetricTable};
+use crate::metrics::bootstrap::{DEFAULT_RESAMPLES, DEFAULT_SEED};
+use crate::metrics::estimators::MetricKind;
 use crate::outcome::Outcome;
 
 /// The k values reported when none are asked for, kept up to the largest n.
@@ -19,7 +18,8 @@ const DEFAULT_KS: [u64; 7] = [1, 2, 5, 10, 20, 50, 100];
 /// What a report computes.
 #[derive(Debug, Clone)]
 pub struct ReportOptions {
-    /// pass@k and pass^k at these k; empty: [`DEFAULT_KS`] up to the largest n.
+    /// pass@k and pass^k at these k; empty: 1, 2, 5, 10, 20, 50, 100 up to the
+    /// largest n.
     pub ks: Vec<u64>,
     /// Slice dimensions beyond `repo` and `gold_files`.
     pub by: Vec<String>,

@@ -9,9 +9,9 @@ use super::build::{metric_specs, ReportOptions};
 use super::keyed::Keyed;
 use super::render::f3;
 use super::samples::RunSamples;
-use crate::metrics::{
-    instance_scores, metric_key, paired_diff, InstanceSamples, MetricKind, PairedDiff,
-};
+use crate::metrics::aggregate::{instance_scores, InstanceSamples};
+use crate::metrics::bootstrap::{paired_diff, PairedDiff};
+use crate::metrics::estimators::{metric_key, MetricKind};
 use crate::table::columns;
 
 /// One metric of a paired comparison: the difference, or why there is none.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::metrics::InstanceSamples;
+use crate::metrics::aggregate::InstanceSamples;
 use crate::outcome::{EvalRecord, Outcome};
 use crate::patch::ApplyStrategy;
 use crate::rundir::{RunDir, RunDirError};

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::keyed::Keyed;
 use crate::dataset::{read_rows, Dataset, InputError, Instance};
-use crate::metrics::MetricTable;
+use crate::metrics::aggregate::MetricTable;
 
 /// Per-instance fields slices can group by: the dataset's rows (all their
 /// fields) and metadata files joined on `instance_id` (or `id`).

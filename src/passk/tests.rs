@@ -8,7 +8,7 @@ use super::build::{build_report, ReportOptions};
 use super::compare::{compare, DiffOrNote};
 use super::samples::RunSamples;
 use super::slices::SliceSource;
-use crate::metrics::InstanceSamples;
+use crate::metrics::aggregate::InstanceSamples;
 use crate::outcome::EvalRecord;
 
 fn rec(model: &str, id: &str, sample: &str, outcome: &str, suspect: bool) -> EvalRecord {

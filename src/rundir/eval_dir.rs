@@ -151,7 +151,9 @@ impl EvalDir {
         if let Some(u) = &record.ungradable {
             return Some(Err(u.clone()));
         }
-        crate::grade::log_statuses(specs, inst, &self.0)
+        let spec = specs.lookup(&inst.repo, &inst.version).ok()?;
+        let log = self.test_log()?;
+        Some(crate::grade::logs_eval(spec.spec.log_parser, &log))
     }
 }
 

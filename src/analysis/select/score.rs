@@ -7,10 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::Choice;
-use crate::metrics::{
-    bootstrap_ci, instance_scores, mean_pass_at_k, paired_diff, InstanceSamples, InstanceScore,
-    Interval, MetricKind, PairedDiff, DEFAULT_RESAMPLES, DEFAULT_SEED,
+use crate::metrics::aggregate::{instance_scores, mean_pass_at_k, InstanceSamples};
+use crate::metrics::bootstrap::{
+    bootstrap_ci, paired_diff, InstanceScore, Interval, PairedDiff, DEFAULT_RESAMPLES, DEFAULT_SEED,
 };
+use crate::metrics::estimators::MetricKind;
 use crate::outcome::Outcome;
 use crate::passk::samples::{ModelSamples, SampleRecord};
 use crate::table::columns;
