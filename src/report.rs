@@ -9,7 +9,73 @@ use serde::Serialize;
 use crate::audit::ReasonKind;
 use crate::dataset::{Dataset, Prediction};
 use crate::outcome::{EvalRecord, Outcome};
+use crate::runner::jobs::RecordKey;
 use crate::table::{render, Layout};
+
+/// What a run was, for its summaries.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    pub run_id: String,
+    pub backend: String,
+    pub wall_seconds: f64,
+}
+
+/// The summary of one model, with the records it counts.
+pub struct ModelSummary {
+    pub model: String,
+    pub summary: Summary,
+    /// By instance id.
+    pub records: BTreeMap<String, EvalRecord>,
+}
+
+/// One summary per model, as the reference names them, in the order the
+/// models first appear among the predictions. The reference's summary has
+/// one verdict per instance: with samples, the first sample stands for it
+/// (pass@k is reported separately).
+pub fn model_summaries(
+    dataset: &Dataset,
+    preds: &[&Prediction],
+    records: &BTreeMap<RecordKey, EvalRecord>,
+    run: &RunInfo,
+) -> Vec<ModelSummary> {
+    let mut models: Vec<&str> = Vec::new();
+    for p in preds {
+        if !models.contains(&p.model_name_or_path.as_str()) {
+            models.push(&p.model_name_or_path);
+        }
+    }
+    models
+        .into_iter()
+        .map(|model| {
+            let own: Vec<&Prediction> = preds
+                .iter()
+                .copied()
+                .filter(|p| p.model_name_or_path == model)
+                .collect();
+            let mut recs: BTreeMap<String, EvalRecord> = BTreeMap::new();
+            for ((m, id, _), r) in records {
+                if m == model {
+                    recs.entry(id.clone()).or_insert_with(|| r.clone());
+                }
+            }
+            let extra = SummaryExtra {
+                version: crate::VERSION.into(),
+                run_id: run.run_id.clone(),
+                model_name_or_path: model.to_string(),
+                backend: run.backend.clone(),
+                outcomes: BTreeMap::new(),
+                ids_by_outcome: BTreeMap::new(),
+                audit: AuditCounts::default(),
+                wall_seconds: run.wall_seconds,
+            };
+            ModelSummary {
+                model: model.to_string(),
+                summary: Summary::build(dataset, &own, &recs, extra),
+                records: recs,
+            }
+        })
+        .collect()
+}
 
 /// The run summary (`<model>.<run_id>.json`), reference schema_version 2.
 #[derive(Debug, Clone, Serialize)]
