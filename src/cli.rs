@@ -10,9 +10,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::sync::{mpsc, watch};
 
+use crate::backend::docker::images::CacheLevel;
 use crate::backend::docker::DockerOptions;
 use crate::backend::{Backend, LocalBackend};
-use crate::image::CacheLevel;
 use crate::dataset::{load_predictions, model_dir, Dataset, Prediction};
 use crate::outcome::{EvalRecord, Outcome};
 use crate::repo::{RepoCache, RepoSources, DEFAULT_URL_TEMPLATE};
@@ -317,7 +317,6 @@ pub struct DockerArgs {
     pub build_timeout: u64,
 }
 
-
 /// `--cache-level` values (the library's `CacheLevel`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum CacheLevelArg {
@@ -493,11 +492,11 @@ impl Engine {
         let use_docker = match args.backend {
             BackendKind::Local => false,
             BackendKind::Docker => {
-                crate::backend::docker::daemon_answers().map_err(infra)?;
+                crate::backend::docker::daemon::answers().map_err(infra)?;
                 true
             }
             // Auto: docker when a daemon answers.
-            BackendKind::Auto => match crate::backend::docker::daemon_answers() {
+            BackendKind::Auto => match crate::backend::docker::daemon::answers() {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::info!("--backend auto: {e}; using the local backend");

@@ -10,7 +10,6 @@ pub mod backend;
 pub mod cli;
 pub mod dataset;
 pub mod grade;
-pub mod image;
 pub mod metrics;
 pub mod outcome;
 pub mod parse;
