@@ -81,7 +81,7 @@ pub enum DockerError {
         log: PathBuf,
     },
     #[error("image {image} is not in the engine and pulling it failed: {reason}")]
-    Pull { image: String, reason: String },
+    Pull { image: String, reason: PullFailure },
     #[error("io error at {path}: {source}")]
     Io {
         path: PathBuf,
@@ -91,6 +91,18 @@ pub enum DockerError {
     Config(String),
     #[error(transparent)]
     Image(#[from] ImageError),
+}
+
+/// Why a pull gave no image. The registry's error is kept in the message,
+/// not as a source, so that it is printed once.
+#[derive(Debug, thiserror::Error)]
+pub enum PullFailure {
+    #[error("{error}")]
+    Registry { error: bollard::errors::Error },
+    #[error("no answer within {secs}s")]
+    Timeout { secs: u64 },
+    #[error("absent after the pull")]
+    Absent,
 }
 
 impl DockerError {

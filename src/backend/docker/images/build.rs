@@ -12,7 +12,9 @@ use futures_util::StreamExt;
 
 use super::plans::{base_plan, env_plan, instance_plan, ImagePlan, Root, TreeSource};
 use super::{bootstrap_image, namespace_image, Suite, Tier, BOOTSTRAP_SCRIPT};
-use crate::backend::docker::{io_err, DockerBackend, DockerEnv, DockerError, API_TIMEOUT};
+use crate::backend::docker::{
+    io_err, DockerBackend, DockerEnv, DockerError, PullFailure, API_TIMEOUT,
+};
 use crate::backend::EnvError;
 use crate::dataset::Instance;
 use crate::spec::ResolvedSpec;
@@ -83,25 +85,29 @@ impl DockerBackend {
             digest,
         })
     }
-    /// Pull `name`; Err(reason) when no registry gives it.
-    async fn pull(&self, name: &str, limit: Duration) -> Result<(), String> {
+    /// Pull `name`; [`DockerError::Pull`] when no registry gives it.
+    async fn pull(&self, name: &str, limit: Duration) -> Result<(), DockerError> {
         let opts = CreateImageOptionsBuilder::default()
             .from_image(name)
             .build();
-        let docker = self.docker().await.map_err(|e| e.to_string())?;
-        let mut stream = docker.create_image(Some(opts), None, None);
+        let mut stream = self.docker().await?.create_image(Some(opts), None, None);
         let pulled = tokio::time::timeout(limit, async {
             while let Some(item) = stream.next().await {
-                item.map_err(|e| e.to_string())?;
+                item.map_err(|error| PullFailure::Registry { error })?;
             }
-            Ok::<(), String>(())
+            Ok(())
         })
         .await;
-        match pulled {
-            Ok(r) => r,
-            Err(_) => Err(format!("no answer within {}s", limit.as_secs())),
-        }
+        pulled
+            .unwrap_or(Err(PullFailure::Timeout {
+                secs: limit.as_secs(),
+            }))
+            .map_err(|reason| DockerError::Pull {
+                image: name.to_string(),
+                reason,
+            })
     }
+
     async fn namespace_env(&self, ns: &str, inst: &Instance) -> Result<DockerEnv, DockerError> {
         let name = namespace_image(ns, &inst.instance_id, &self.args.instance_image_tag);
         let lock = self.lock_for(&name);
@@ -109,18 +115,14 @@ impl DockerBackend {
         if self.inspect(&name).await?.is_none() {
             tracing::info!("pulling {name}");
             self.pull(&name, Duration::from_secs(self.args.build_timeout))
-                .await
-                .map_err(|reason| DockerError::Pull {
-                    image: name.clone(),
-                    reason,
-                })?;
+                .await?;
         }
         let (id, digest) = self
             .inspect(&name)
             .await?
             .ok_or_else(|| DockerError::Pull {
                 image: name.clone(),
-                reason: "absent after the pull".into(),
+                reason: PullFailure::Absent,
             })?;
         self.note_used(Tier::Instance, &name);
         Ok(DockerEnv {
@@ -184,7 +186,10 @@ impl DockerBackend {
                     }
                     why = format!("{wanted} absent after its pull");
                 }
-                Err(e) => why = format!("pulling {wanted} failed: {e}"),
+                Err(DockerError::Pull { reason, .. }) => {
+                    why = format!("pulling {wanted} failed: {reason}")
+                }
+                Err(e) => return Err(e),
             }
         }
         let name = bootstrap_image(suite);
