@@ -208,38 +208,28 @@ fn scan(text: &str) -> Vec<FileDiff> {
             if in_hunk && hunk_line && !header_like {
                 let b = cur.get_or_insert_with(Building::default);
                 let hunk = b.sections.len().saturating_sub(1);
-                match first {
-                    Some('+') => {
-                        b.lines.push(DLine {
-                            kind: Kind::Add,
-                            new_no,
-                            text: line[1..].to_string(),
-                            hunk,
-                        });
-                        new_no += 1;
-                        remaining = Some((ro, rn.saturating_sub(1)));
-                    }
-                    Some('-') => {
-                        b.lines.push(DLine {
-                            kind: Kind::Remove,
-                            new_no,
-                            text: line[1..].to_string(),
-                            hunk,
-                        });
-                        remaining = Some((ro.saturating_sub(1), rn));
-                    }
-                    Some('\\') => {}
-                    _ => {
-                        b.lines.push(DLine {
-                            kind: Kind::Context,
-                            new_no,
-                            text: line.get(1..).unwrap_or("").to_string(),
-                            hunk,
-                        });
-                        new_no += 1;
-                        remaining = Some((ro.saturating_sub(1), rn.saturating_sub(1)));
-                    }
+                let kind = match first {
+                    Some('\\') => continue,
+                    Some('+') => Kind::Add,
+                    Some('-') => Kind::Remove,
+                    _ => Kind::Context,
+                };
+                b.lines.push(DLine {
+                    kind,
+                    new_no,
+                    text: line.get(1..).unwrap_or("").to_string(),
+                    hunk,
+                });
+                // Added and context lines take a new-side line, removed and
+                // context lines an old-side one.
+                let (old_side, new_side) = (kind != Kind::Add, kind != Kind::Remove);
+                if new_side {
+                    new_no += 1;
                 }
+                remaining = Some((
+                    if old_side { ro.saturating_sub(1) } else { ro },
+                    if new_side { rn.saturating_sub(1) } else { rn },
+                ));
                 continue;
             }
             if !in_hunk && line.starts_with('\\') {

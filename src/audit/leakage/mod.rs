@@ -108,25 +108,22 @@ pub fn score(problem_statement: &str, hints: &str, patch: &str) -> LeakScore {
 
 /// The candidate check.
 pub(crate) fn check_candidate(instance: &Instance, files: &[FileDiff]) -> Option<Reason> {
-    let issue = issue_lines(&instance.problem_statement, &instance.hints_text);
-    let s = score_files(&issue, files);
-    if !s.score.flags_candidate() {
-        return None;
-    }
-    Some(reason(
-        ReasonKind::IssueLeakage,
-        format!(
-            "{:.0}% of the candidate's {} scored added lines ({} lines, {} verbatim) are in the issue text; longest run {} lines",
-            s.score.share * 100.0,
-            s.score.total,
-            s.score.matched,
-            s.score.exact,
-            s.score.longest_run
-        ),
-        &s,
+    check(
+        instance,
         files,
-        &issue,
-    ))
+        ReasonKind::IssueLeakage,
+        LeakScore::flags_candidate,
+        |s| {
+            format!(
+            "{:.0}% of the candidate's {} scored added lines ({} lines, {} verbatim) are in the issue text; longest run {} lines",
+            s.share * 100.0,
+            s.total,
+            s.matched,
+            s.exact,
+            s.longest_run
+        )
+        },
+    )
 }
 
 /// The instance check: the gold patch measured the same way.
@@ -134,25 +131,38 @@ pub(crate) fn check_instance(instance: &Instance) -> Option<Reason> {
     if instance.patch.trim().is_empty() {
         return None;
     }
+    check(
+        instance,
+        &diff::read(&instance.patch),
+        ReasonKind::SolutionInIssue,
+        LeakScore::flags_gold,
+        |s| {
+            format!(
+            "the instance leaks its solution: {:.0}% of the gold patch's {} scored added lines ({} lines) are in the issue text; longest run {} lines",
+            s.share * 100.0,
+            s.total,
+            s.matched,
+            s.longest_run
+        )
+        },
+    )
+}
+
+/// `files` scored against the instance's issue text: a reason of `kind`,
+/// said by `message`, when `flags` holds for the score.
+fn check(
+    instance: &Instance,
+    files: &[FileDiff],
+    kind: ReasonKind,
+    flags: fn(&LeakScore) -> bool,
+    message: impl FnOnce(&LeakScore) -> String,
+) -> Option<Reason> {
     let issue = issue_lines(&instance.problem_statement, &instance.hints_text);
-    let files = diff::read(&instance.patch);
-    let s = score_files(&issue, &files);
-    if !s.score.flags_gold() {
+    let s = score_files(&issue, files);
+    if !flags(&s.score) {
         return None;
     }
-    Some(reason(
-        ReasonKind::SolutionInIssue,
-        format!(
-            "the instance leaks its solution: {:.0}% of the gold patch's {} scored added lines ({} lines) are in the issue text; longest run {} lines",
-            s.score.share * 100.0,
-            s.score.total,
-            s.score.matched,
-            s.score.longest_run
-        ),
-        &s,
-        &files,
-        &issue,
-    ))
+    Some(reason(kind, message(&s.score), &s, files, &issue))
 }
 
 /// Whether an instance's gold patch is largely in its issue text, with the

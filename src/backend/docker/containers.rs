@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 use super::archive::{candidate_changes, run_archive};
 use super::daemon::is_status;
 use super::images::TESTBED;
-use super::{DockerBackend, DockerEnv, DockerError, API_TIMEOUT};
+use super::{locked, DockerBackend, DockerEnv, DockerError, API_TIMEOUT};
 use crate::backend::{InfraError, RunOutput, Workspace};
 use crate::spec::ResolvedSpec;
 
@@ -213,22 +213,14 @@ impl DockerBackend {
                 self.docker().await?.create_container(Some(opts), body),
             )
             .await?;
-        self.live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(created.id.clone());
+        locked(&self.live).insert(created.id.clone());
         Ok(created.id)
     }
 
     /// Remove every container this backend has running (second Ctrl-C).
     pub async fn kill_running(&self) {
         let Some(conn) = self.conn.get() else { return };
-        let ids: Vec<String> = self
-            .live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .collect();
+        let ids: Vec<String> = locked(&self.live).drain().collect();
         for id in ids {
             remove_container(&conn.docker, &id).await;
         }
@@ -279,10 +271,7 @@ impl ContainerGuard {
     async fn remove(mut self) {
         self.armed = false;
         remove_container(&self.docker, &self.id).await;
-        self.live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.id);
+        locked(&self.live).remove(&self.id);
     }
 }
 
@@ -295,7 +284,7 @@ impl Drop for ContainerGuard {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 remove_container(&docker, &id).await;
-                live.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                locked(&live).remove(&id);
             });
         }
     }

@@ -21,7 +21,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuilder};
@@ -133,6 +133,12 @@ impl From<DockerError> for InfraError {
     fn from(e: DockerError) -> InfraError {
         InfraError::Other(e.to_string())
     }
+}
+
+/// The data behind a mutex; a panic elsewhere while it was held leaves
+/// nothing half-done here (sets and maps of names), so poison is ignored.
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> DockerError + '_ {
@@ -310,18 +316,15 @@ impl DockerBackend {
     }
 
     fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut m = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = locked(&self.locks);
         m.entry(key.to_string()).or_default().clone()
     }
 
     fn note_used(&self, tier: Tier, name: &str) {
-        self.used
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(Used {
-                tier,
-                name: name.to_string(),
-            });
+        locked(&self.used).insert(Used {
+            tier,
+            name: name.to_string(),
+        });
     }
 
     /// One engine call with a hard time limit.
@@ -366,13 +369,7 @@ impl DockerBackend {
     pub async fn finish(&self) {
         self.kill_running().await;
         let Some(conn) = self.conn.get() else { return };
-        let used: Vec<Used> = self
-            .used
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect();
+        let used: Vec<Used> = locked(&self.used).iter().cloned().collect();
         // Instances first: a tier's images hold up its parents.
         for u in used.iter().rev() {
             if !images::should_remove(

@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use super::plans::{base_plan, env_plan, instance_plan, ImagePlan, Root, TreeSource};
 use super::{bootstrap_image, namespace_image, Suite, Tier, BOOTSTRAP_SCRIPT};
 use crate::backend::docker::{
-    io_err, DockerBackend, DockerEnv, DockerError, PullFailure, API_TIMEOUT,
+    io_err, locked, DockerBackend, DockerEnv, DockerError, PullFailure, API_TIMEOUT,
 };
 use crate::backend::EnvError;
 use crate::dataset::Instance;
@@ -160,12 +160,7 @@ impl DockerBackend {
     async fn root(&self, suite: Suite) -> Result<Root, DockerError> {
         let lock = self.lock_for(&format!("root:{}", suite.name()));
         let _g = lock.lock().await;
-        if let Some(r) = self
-            .roots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&suite)
-        {
+        if let Some(r) = locked(&self.roots).get(&suite) {
             return Ok(r.clone());
         }
         let wanted = self.args.base_image.replace("{suite}", suite.name());
@@ -210,10 +205,7 @@ impl DockerBackend {
 
     fn chose_root(&self, suite: Suite, root: Root) -> Root {
         self.note_used(Tier::Base, &root.name);
-        self.roots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(suite, root.clone());
+        locked(&self.roots).insert(suite, root.clone());
         root
     }
 
@@ -303,10 +295,7 @@ impl DockerBackend {
             .inspect(name)
             .await?
             .ok_or_else(|| fail("the imported image is absent".into()))?;
-        self.built
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string());
+        locked(&self.built).insert(name.to_string());
         Ok(id)
     }
 
@@ -318,11 +307,7 @@ impl DockerBackend {
     ) -> Result<(String, Option<String>), DockerError> {
         let lock = self.lock_for(&plan.name);
         let _g = lock.lock().await;
-        let fresh = self
-            .built
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&plan.name);
+        let fresh = locked(&self.built).contains(&plan.name);
         if !self.args.force_rebuild || fresh {
             if let Some(found) = self.inspect(&plan.name).await? {
                 self.note_used(plan.tier, &plan.name);
@@ -331,10 +316,7 @@ impl DockerBackend {
         }
         self.build(plan).await?;
         self.note_used(plan.tier, &plan.name);
-        self.built
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(plan.name.clone());
+        locked(&self.built).insert(plan.name.clone());
         self.inspect(&plan.name)
             .await?
             .ok_or_else(|| DockerError::Build {

@@ -29,10 +29,7 @@ use sha2::{Digest, Sha256};
 use crate::spec::hex;
 
 /// The debootstrap driver, written out and run by the docker backend.
-pub const BOOTSTRAP_SCRIPT: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/harness-scripts/bootstrap-base.sh"
-));
+pub const BOOTSTRAP_SCRIPT: &str = include_str!("../../../../harness-scripts/bootstrap-base.sh");
 
 /// Where the venv of env images lives.
 pub const VENV: &str = "/opt/venv";

@@ -9,22 +9,11 @@ use crate::backend::docker::archive::{append_dir, append_file, append_tree, Tree
 use crate::script::quote;
 use crate::spec::Spec;
 
-const BASE_DOCKERFILE: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/harness-scripts/docker/base.Dockerfile"
-));
-const SETUP_BASE: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/harness-scripts/docker/setup_base.sh"
-));
-const ENV_DOCKERFILE: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/harness-scripts/docker/env.Dockerfile"
-));
-const INSTANCE_DOCKERFILE: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/harness-scripts/docker/instance.Dockerfile"
-));
+const BASE_DOCKERFILE: &str = include_str!("../../../../harness-scripts/docker/base.Dockerfile");
+const SETUP_BASE: &str = include_str!("../../../../harness-scripts/docker/setup_base.sh");
+const ENV_DOCKERFILE: &str = include_str!("../../../../harness-scripts/docker/env.Dockerfile");
+const INSTANCE_DOCKERFILE: &str =
+    include_str!("../../../../harness-scripts/docker/instance.Dockerfile");
 
 /// A file of a build context besides the Dockerfile.
 #[derive(Debug, Clone)]
