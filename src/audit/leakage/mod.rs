@@ -92,6 +92,20 @@ struct LineMatch {
     how: How,
 }
 
+impl LineMatch {
+    /// Line `l` of file `file`, found as issue line `issue` per `how`.
+    fn new(file: usize, l: &DLine, (issue, similarity, how): (usize, f64, How)) -> LineMatch {
+        LineMatch {
+            file,
+            new_no: l.new_no,
+            text: l.text.clone(),
+            similarity,
+            issue,
+            how,
+        }
+    }
+}
+
 /// A scored patch with the matches behind the score.
 struct Scored {
     score: LeakScore,
@@ -442,14 +456,7 @@ fn score_files(issue: &[IssueLine], files: &[FileDiff]) -> Scored {
             let whole = u.joined.as_deref().and_then(|k| matcher.find(k));
             if let Some((i, sim, how)) = whole {
                 for (l, _) in &u.lines {
-                    matches.push(LineMatch {
-                        file: u.file,
-                        new_no: l.new_no,
-                        text: l.text.clone(),
-                        similarity: sim,
-                        issue: i,
-                        how,
-                    });
+                    matches.push(LineMatch::new(u.file, l, (i, sim, how)));
                 }
                 seq.push((Some(issue[i].key.as_str()), u.lines.len()));
                 seq_text.push(u.lines.iter().map(|(l, _)| l.text.as_str()).collect());
@@ -457,16 +464,9 @@ fn score_files(issue: &[IssueLine], files: &[FileDiff]) -> Scored {
             }
             for (l, key) in &u.lines {
                 match matcher.find(key) {
-                    Some((i, sim, how)) => {
-                        matches.push(LineMatch {
-                            file: u.file,
-                            new_no: l.new_no,
-                            text: l.text.clone(),
-                            similarity: sim,
-                            issue: i,
-                            how,
-                        });
-                        seq.push((Some(issue[i].key.as_str()), 1));
+                    Some(found) => {
+                        matches.push(LineMatch::new(u.file, l, found));
+                        seq.push((Some(issue[found.0].key.as_str()), 1));
                     }
                     None => seq.push((None, 1)),
                 }

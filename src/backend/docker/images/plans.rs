@@ -53,6 +53,28 @@ pub struct ImagePlan {
 }
 
 impl ImagePlan {
+    /// A plan named `<repository>:<tag>`, the tag a hash of `keys` and the
+    /// context files: what built the image, so a change makes a new one.
+    fn addressed(
+        tier: Tier,
+        repository: String,
+        keys: &[&[u8]],
+        dockerfile: String,
+        files: Vec<ContextFile>,
+        tree: Option<TreeSource>,
+    ) -> ImagePlan {
+        let mut parts = keys.to_vec();
+        parts.extend(files.iter().map(|f| f.data.as_slice()));
+        let tag = tag_of(&parts);
+        ImagePlan {
+            tier,
+            name: format!("{repository}:{tag}"),
+            dockerfile,
+            files,
+            tree,
+        }
+    }
+
     /// Folder name of its build logs (`:` is not welcome in paths).
     pub fn log_name(&self) -> String {
         self.name.replace([':', '/'], "__")
@@ -111,16 +133,14 @@ pub fn base_plan(suite: Suite, root: &Root, ca: Option<&[u8]>) -> ImagePlan {
     // Addressed by the root's id, not its name: the same root pulled or
     // bootstrapped under another name gives the same base.
     let unnamed = BASE_DOCKERFILE.replace("{{copy_ca}}", copy_ca);
-    let mut parts: Vec<&[u8]> = vec![root.id.as_bytes(), unnamed.as_bytes()];
-    parts.extend(files.iter().map(|f| f.data.as_slice()));
-    let tag = tag_of(&parts);
-    ImagePlan {
-        tier: Tier::Base,
-        name: format!("patchgrade.base.py.{}.{}:{tag}", arch(), suite.name()),
+    ImagePlan::addressed(
+        Tier::Base,
+        format!("patchgrade.base.py.{}.{}", arch(), suite.name()),
+        &[root.id.as_bytes(), unnamed.as_bytes()],
         dockerfile,
         files,
-        tree: None,
-    }
+        None,
+    )
 }
 
 /// The env setup script: apt packages, then the venv and its packages.
@@ -193,16 +213,14 @@ pub fn env_plan(suite: Suite, base: &str, spec: &Spec, requirements: Option<&str
     if let Some(r) = requirements {
         files.push(ContextFile::new("requirements.txt", r));
     }
-    let mut parts: Vec<&[u8]> = vec![dockerfile.as_bytes()];
-    parts.extend(files.iter().map(|f| f.data.as_slice()));
-    let tag = tag_of(&parts);
-    ImagePlan {
-        tier: Tier::Env,
-        name: format!("patchgrade.env.py.{}.{}:{tag}", arch(), suite.name()),
-        dockerfile,
+    ImagePlan::addressed(
+        Tier::Env,
+        format!("patchgrade.env.py.{}.{}", arch(), suite.name()),
+        &[dockerfile.as_bytes()],
+        dockerfile.clone(),
         files,
-        tree: None,
-    }
+        None,
+    )
 }
 
 /// The repo setup script of instance images.
@@ -242,20 +260,14 @@ pub fn instance_plan(env: &str, instance_id: &str, spec: &Spec, tree: TreeSource
     let dockerfile = INSTANCE_DOCKERFILE.replace("{{env}}", env);
     let files = vec![ContextFile::new("setup_repo.sh", setup_repo_script(spec))];
     let tree_id = tree.tree.to_string();
-    let mut parts: Vec<&[u8]> = vec![dockerfile.as_bytes(), tree_id.as_bytes()];
-    parts.extend(files.iter().map(|f| f.data.as_slice()));
-    let tag = tag_of(&parts);
-    ImagePlan {
-        tier: Tier::Instance,
-        name: format!(
-            "patchgrade.eval.{}.{}:{tag}",
-            arch(),
-            name_part(instance_id)
-        ),
-        dockerfile,
+    ImagePlan::addressed(
+        Tier::Instance,
+        format!("patchgrade.eval.{}.{}", arch(), name_part(instance_id)),
+        &[dockerfile.as_bytes(), tree_id.as_bytes()],
+        dockerfile.clone(),
         files,
-        tree: Some(tree),
-    }
+        Some(tree),
+    )
 }
 
 #[cfg(test)]
