@@ -91,6 +91,7 @@ pub(crate) fn run_archive(
     append_file(&mut b, "patchgrade-run.sh", launcher.as_bytes(), 0o755)?;
     b.into_inner()
 }
+
 /// A regular file entry.
 pub fn append_file<W: std::io::Write>(
     b: &mut tar::Builder<W>,

@@ -57,6 +57,7 @@ pub struct DockerOptions {
     /// Time limit of one image build, seconds.
     pub build_timeout: u64,
 }
+
 #[derive(Debug, thiserror::Error)]
 pub enum DockerError {
     #[error("no Docker daemon answers at {endpoint}: {reason}")]
@@ -169,6 +170,7 @@ pub fn parse_size(s: &str) -> Result<i64, DockerError> {
             ))
         })
 }
+
 /// A prepared docker environment: the instance image to run.
 #[derive(Debug, Clone)]
 pub struct DockerEnv {

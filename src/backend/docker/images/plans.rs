@@ -108,6 +108,7 @@ impl ImagePlan {
         b.into_inner().map_err(ImageError::Tar)
     }
 }
+
 /// The root image a base is built from (pulled or bootstrapped).
 #[derive(Debug, Clone)]
 pub struct Root {
