@@ -4,7 +4,8 @@
 //! The grammar follows git's (and libgit2's) reading of a diff: a file section
 //! starts at `diff --git` or at a `---`/`+++` pair, extended headers follow,
 //! then hunks or a binary body. Text between sections is ignored, as git does
-//! with e-mail prose.
+//! with e-mail prose. This module reads the sections; [`super::hunks`] reads
+//! their hunks and [`super::paths`] the paths in their headers.
 
 use super::hunks::{parse_hunks, renumber, Hunk};
 use super::paths::{dash_path, detect_prefix, header_path, split_git_line, strip_first};
