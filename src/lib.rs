@@ -13,7 +13,6 @@ pub mod backend;
 pub mod dataset;
 pub mod engine;
 pub mod grade;
-pub mod image;
 pub mod metrics;
 pub mod outcome;
 pub mod parse;

@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 
 use patchgrade::backend::docker::DockerOptions;
 use patchgrade::engine::{BackendChoice, EngineOptions, Sources};
-use patchgrade::image::CacheLevel;
+use patchgrade::backend::docker::images::CacheLevel;
 use patchgrade::repo::DEFAULT_URL_TEMPLATE;
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::backend::docker::{daemon_answers, DockerBackend, DockerError, DockerOptions};
+use crate::backend::docker::daemon::answers as daemon_answers;
+use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::{Backend, LocalBackend};
 use crate::outcome::EvalRecord;
 use crate::repo::{RepoCache, RepoSources};

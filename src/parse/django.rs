@@ -118,11 +118,7 @@ pub(crate) fn parse_django(log: &str) -> RawParse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::{parse_log, parse_log_raw, LogParser, StatusMap, TestStatus::*};
-
-    fn map(entries: &[(&str, TestStatus)]) -> StatusMap {
-        entries.iter().map(|(k, s)| (k.to_string(), *s)).collect()
-    }
+    use crate::parse::{parse_log, parse_log_raw, status_map, LogParser, TestStatus::*};
 
     /// Real `python -m django test -v 2` output (Django 5.2.19, Python
     /// 3.11.7, the same DiscoverRunner runtests.py uses), so 3.11-style ids.
@@ -176,7 +172,7 @@ Destroying test database for alias 'default' ('file:memorydb_default?mode=memory
     fn django_real_py311_run() {
         assert_eq!(
             parse_log(LogParser::Django, DJANGO_311),
-            map(&[
+            status_map(&[
                 ("test_db (app.tests.DbTests.test_db)", Passed),
                 // The docstring line is the id.
                 ("A docstring whose first line becomes the name.", Passed),
@@ -206,7 +202,7 @@ test_skip_if_db_feature (test_utils.tests.SkippingTestCase) ... ok
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[
+            status_map(&[
                 (
                     "test_override_media_root (test_utils.tests.OverrideSettingsTests)",
                     Passed
@@ -241,7 +237,7 @@ If form data is provided, a parent's auto-generated alternate key is ... ok
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[(
+            status_map(&[(
                 "If form data is provided, a parent's auto-generated alternate key is",
                 Passed
             )])
@@ -260,7 +256,7 @@ test_s (m.C) ... skipped 'Database has feature(s) supports_x'
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[
+            status_map(&[
                 ("test_a (m.C)", Passed),
                 ("test_b (m.C)", Passed),
                 ("test_c (m.C)", Passed),
@@ -285,7 +281,7 @@ test_y (m.C) ... ERROR
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[("test_x (m.C)", Passed), ("test_y (m.C)", Error)])
+            status_map(&[("test_x (m.C)", Passed), ("test_y (m.C)", Error)])
         );
     }
 
@@ -298,7 +294,7 @@ Applying sites.0002_alter_domain_unique...test_no_migrations (migrations.test_lo
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[
+            status_map(&[
                 ("--version is equivalent to version", Passed),
                 (
                     "test_no_migrations (migrations.test_loader.LoaderTests)",
@@ -326,7 +322,7 @@ ok
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[
+            status_map(&[
                 ("test_one (m.C)", Passed),
                 ("setup", Passed),
                 ("test_two (m.C)", Passed),
@@ -357,7 +353,7 @@ ok
         );
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[("test_a (m.C)", Passed), ("test_b", Error)])
+            status_map(&[("test_a (m.C)", Passed), ("test_b", Error)])
         );
         assert_eq!(
             parse_log_raw(LogParser::Django, DJANGO_311).reference_error,

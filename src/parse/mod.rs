@@ -240,6 +240,12 @@ pub fn parse_log(parser: LogParser, log: &str) -> StatusMap {
         .collect()
 }
 
+/// A status map from literal pairs, for tests.
+#[cfg(test)]
+pub(crate) fn status_map(entries: &[(&str, TestStatus)]) -> StatusMap {
+    entries.iter().map(|(k, s)| (k.to_string(), *s)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
