@@ -290,6 +290,14 @@ pub fn judge(
     }
 }
 
+/// An evaluation's files could not be rewritten.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {dir}: {source}")]
+pub struct WriteError {
+    pub dir: PathBuf,
+    pub source: std::io::Error,
+}
+
 /// Write the new audits into their evaluations' files; returns every
 /// record as it now stands, and the counts per model.
 pub fn write_back(
@@ -297,7 +305,7 @@ pub fn write_back(
     rerun: bool,
     evals: &[Evaluation],
     mut audits: BTreeMap<usize, Audit>,
-) -> std::io::Result<(Vec<EvalRecord>, AuditReport)> {
+) -> Result<(Vec<EvalRecord>, AuditReport), WriteError> {
     let mut report = AuditReport {
         run_dir: run_dir.display().to_string(),
         rerun,
@@ -308,7 +316,12 @@ pub fn write_back(
         let mut record = e.record.clone();
         if let Some(audit) = audits.remove(&idx) {
             record.audit = Some(audit);
-            e.dir.write_result(&record, !e.dir.has_patch())?;
+            e.dir
+                .write_result(&record, !e.dir.has_patch())
+                .map_err(|source| WriteError {
+                    dir: e.dir.path().to_owned(),
+                    source,
+                })?;
         }
         report
             .models
