@@ -95,22 +95,6 @@ pub fn logs_eval(parser: LogParser, log: &str) -> Result<StatusMap, Ungradable> 
     Ok(map)
 }
 
-/// The status map of a finished evaluation, parsed from its
-/// `test_output.txt` with the instance's spec (None when there is no log or
-/// no spec). Used by every command that re-reads finished runs.
-pub fn log_statuses(
-    specs: &crate::spec::SpecSet,
-    inst: &crate::dataset::Instance,
-    dir: &std::path::Path,
-) -> Option<Result<StatusMap, Ungradable>> {
-    let spec = specs.lookup(&inst.repo, &inst.version).ok()?;
-    let text = std::fs::read(dir.join("test_output.txt")).ok()?;
-    Some(logs_eval(
-        spec.spec.log_parser,
-        &String::from_utf8_lossy(&text),
-    ))
-}
-
 /// `success` / `failure` lists as in report.json.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Split {

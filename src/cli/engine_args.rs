@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use patchgrade::backend::docker::images::CacheLevel;
 use patchgrade::backend::docker::DockerOptions;
 use patchgrade::engine::{BackendChoice, EngineOptions, Sources};
-use patchgrade::backend::docker::images::CacheLevel;
 use patchgrade::repo::DEFAULT_URL_TEMPLATE;
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
