@@ -18,8 +18,10 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use common::available;
-use patchgrade::image::{self, ImagePlan, Root, Suite, TreeSource};
-use patchgrade::python::{self, image as pyimage, HostSearch, PyVersion, PythonError};
+use patchgrade::backend::docker::images::plans::{self as image, ImagePlan, Root, TreeSource};
+use patchgrade::backend::docker::images::python as pyimage;
+use patchgrade::backend::docker::images::{bootstrap_image, Suite, BOOTSTRAP_SCRIPT};
+use patchgrade::python::{self, HostSearch, PyVersion, PythonError};
 use patchgrade::spec::Spec;
 
 fn required() -> bool {
@@ -72,17 +74,17 @@ fn image_size(name: &str) -> u64 {
 /// harness-scripts/bootstrap-base.sh (debootstrap) and imported.
 fn root(suite: Suite) -> Root {
     for name in [
-        image::bootstrap_image(suite),
+        bootstrap_image(suite),
         format!("debian:{}-slim", suite.name()),
     ] {
         if let Some(id) = image_id(&name) {
             return Root { name, id };
         }
     }
-    let name = image::bootstrap_image(suite);
+    let name = bootstrap_image(suite);
     let d = tempfile::tempdir().unwrap();
     let script = d.path().join("bootstrap-base.sh");
-    std::fs::write(&script, image::BOOTSTRAP_SCRIPT).unwrap();
+    std::fs::write(&script, BOOTSTRAP_SCRIPT).unwrap();
     let archive = d.path().join("root.tar");
     let started = Instant::now();
     let out = Command::new("bash")

@@ -140,7 +140,7 @@ const COMPILED: [&str; 3] = [
 ];
 
 fn lite_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/swebench-lite")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/swebench-lite")
 }
 
 fn lite() -> Vec<Instance> {

@@ -12,7 +12,7 @@
 //!   is a divergence; one seen once is noise and does not count.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -61,13 +61,49 @@ impl HeldOut {
     }
 }
 
+/// Why a `--held-out` sidecar could not be read. The messages carry the
+/// cause's text (and name the file and line), as `--dataset` errors do.
+#[derive(Debug, thiserror::Error)]
+pub enum SidecarError {
+    #[error("{}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: {error}", path.display())]
+    List {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+    #[error("{}:{line}: {error}", path.display())]
+    Row {
+        path: PathBuf,
+        line: usize,
+        error: serde_json::Error,
+    },
+    #[error("{}:{line}: missing instance_id", path.display())]
+    MissingId { path: PathBuf, line: usize },
+}
+
 /// Read a `--held-out` sidecar: JSON lines (or a JSON list) of objects with
 /// `instance_id`, `HELD_OUT_TESTS` and `held_out_test_patch`.
-pub fn load_sidecar(path: &Path) -> Result<BTreeMap<String, HeldOut>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn load_sidecar(path: &Path) -> Result<BTreeMap<String, HeldOut>, SidecarError> {
+    let text = std::fs::read_to_string(path).map_err(|error| SidecarError::Read {
+        path: path.to_owned(),
+        error,
+    })?;
+    let row_error = |line: usize| {
+        move |error| SidecarError::Row {
+            path: path.to_owned(),
+            line,
+            error,
+        }
+    };
     let rows: Vec<(usize, Value)> = if text.trim_start().starts_with('[') {
-        let v: Vec<Value> =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let v: Vec<Value> = serde_json::from_str(&text).map_err(|error| SidecarError::List {
+            path: path.to_owned(),
+            error,
+        })?;
         v.into_iter().enumerate().map(|(i, v)| (i + 1, v)).collect()
     } else {
         let mut rows = Vec::new();
@@ -76,8 +112,7 @@ pub fn load_sidecar(path: &Path) -> Result<BTreeMap<String, HeldOut>, String> {
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty())
         {
-            let v = serde_json::from_str(line)
-                .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
+            let v = serde_json::from_str(line).map_err(row_error(i + 1))?;
             rows.push((i + 1, v));
         }
         rows
@@ -87,10 +122,12 @@ pub fn load_sidecar(path: &Path) -> Result<BTreeMap<String, HeldOut>, String> {
         let id = v
             .get("instance_id")
             .and_then(Value::as_str)
-            .ok_or_else(|| format!("{}:{line}: missing instance_id", path.display()))?
+            .ok_or_else(|| SidecarError::MissingId {
+                path: path.to_owned(),
+                line,
+            })?
             .to_string();
-        let h: HeldOut =
-            serde_json::from_value(v).map_err(|e| format!("{}:{line}: {e}", path.display()))?;
+        let h: HeldOut = serde_json::from_value(v).map_err(row_error(line))?;
         out.insert(id, h);
     }
     Ok(out)
@@ -293,6 +330,7 @@ mod tests {
         std::fs::write(&p, "{\"HELD_OUT_TESTS\":[]}\n").unwrap();
         assert!(load_sidecar(&p)
             .unwrap_err()
+            .to_string()
             .contains(":1: missing instance_id"));
     }
 }

@@ -15,7 +15,6 @@
 //! run.json. Pure sync code apart from the host search reading folders.
 
 pub mod find;
-pub mod image;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -23,7 +22,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use crate::image::Suite;
+use crate::backend::docker::images::Suite;
 pub use find::{HostPython, HostSearch, PythonDir};
 
 #[derive(Debug, thiserror::Error)]

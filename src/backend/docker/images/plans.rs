@@ -1,206 +1,19 @@
-//! Container images for the docker backend: the three tiers of the reference
-//! harness (base, env, instance), their names, content-addressed tags and
-//! build contexts. Pure code: nothing here talks to the engine.
-//!
-//! - **root**: a plain Debian suite, pulled (`--base-image`) or bootstrapped
-//!   with debootstrap (`harness-scripts/bootstrap-base.sh`) where no registry
-//!   answers.
-//! - **base**: root + git, patch, build tools, the suite's python3 and the CA
-//!   bundle. The suite is chosen by the spec's Python version.
-//! - **env**: base + the spec's apt packages and a venv at `/opt/venv` with
-//!   its requirements (read from the mirror) and pip packages.
-//! - **instance**: env + the base commit's tree at `/testbed` as a one-commit
-//!   repository, `pre_install` and `install` run, then a setup commit.
-//!
-//! Every tag is a hash of what built the image (its Dockerfile, scripts,
-//! files and parent image), so a changed spec makes a new image and an
-//! unchanged one is found and reused.
+//! What builds each image: its Dockerfile (from `harness-scripts/docker/`),
+//! the generated setup scripts, the build context's files and, for
+//! instances, the base commit's tree; and the tag that addresses them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use sha2::{Digest, Sha256};
-
+use super::{activate_line, arch, name_part, tag_of, ImageError, Suite, Tier, TESTBED, VENV};
+use crate::backend::docker::archive::{append_dir, append_file, append_tree, TreeError};
 use crate::script::quote;
-use crate::spec::{hex, Spec};
+use crate::spec::Spec;
 
-const BASE_DOCKERFILE: &str = include_str!("../harness-scripts/docker/base.Dockerfile");
-const SETUP_BASE: &str = include_str!("../harness-scripts/docker/setup_base.sh");
-const ENV_DOCKERFILE: &str = include_str!("../harness-scripts/docker/env.Dockerfile");
-const INSTANCE_DOCKERFILE: &str = include_str!("../harness-scripts/docker/instance.Dockerfile");
-/// The debootstrap driver, written out and run by the docker backend.
-pub const BOOTSTRAP_SCRIPT: &str = include_str!("../harness-scripts/bootstrap-base.sh");
-
-/// Where the venv of env images lives.
-pub const VENV: &str = "/opt/venv";
-/// Where the repository lives in instance images (as in the reference).
-pub const TESTBED: &str = "/testbed";
-
-#[derive(Debug, thiserror::Error)]
-pub enum ImageError {
-    #[error(
-        "no Debian suite ships Python {version} (bullseye has 3.9, bookworm 3.11, trixie 3.13); \
-         give the spec one of those versions, or use --backend local"
-    )]
-    UnsupportedPython { version: String },
-    #[error("reading {what} for the build context: {source}")]
-    Git { what: String, source: git2::Error },
-    #[error("writing the build context: {0}")]
-    Tar(std::io::Error),
-}
-
-/// The Debian suites base images are made from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Suite {
-    Bullseye,
-    Bookworm,
-    Trixie,
-}
-
-impl Suite {
-    pub const ALL: [Suite; 3] = [Suite::Bullseye, Suite::Bookworm, Suite::Trixie];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Suite::Bullseye => "bullseye",
-            Suite::Bookworm => "bookworm",
-            Suite::Trixie => "trixie",
-        }
-    }
-
-    /// The `python3` the suite ships.
-    pub fn python(self) -> &'static str {
-        match self {
-            Suite::Bullseye => "3.9",
-            Suite::Bookworm => "3.11",
-            Suite::Trixie => "3.13",
-        }
-    }
-
-    /// The suite whose python3 is `version`; no version: the current stable.
-    pub fn for_python(version: Option<&str>) -> Result<Suite, ImageError> {
-        let Some(v) = version else {
-            return Ok(Suite::Bookworm);
-        };
-        Suite::ALL
-            .into_iter()
-            .find(|s| s.python() == v.trim())
-            .ok_or_else(|| ImageError::UnsupportedPython {
-                version: v.to_string(),
-            })
-    }
-}
-
-/// An image tier, as in the reference's cache levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Tier {
-    Base,
-    Env,
-    Instance,
-}
-
-impl Tier {
-    /// Folder under `logs/build_images/` (the reference's names).
-    pub fn log_dir(self) -> &'static str {
-        match self {
-            Tier::Base => "base",
-            Tier::Env => "env",
-            Tier::Instance => "instances",
-        }
-    }
-}
-
-/// Which images outlive a run (`--cache-level`, the reference's meaning).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CacheLevel {
-    /// Remove every image the run built or pulled.
-    None,
-    /// Keep base images.
-    Base,
-    /// Keep base and env images (default).
-    #[default]
-    Env,
-    /// Keep everything, instance images included: the fastest reruns.
-    Instance,
-}
-
-/// The reference's `should_remove`: an image of `tier` goes at the end of a
-/// run when the cache level does not keep its tier, and only if `--clean`
-/// was given or the run created it.
-pub fn should_remove(tier: Tier, level: CacheLevel, clean: bool, existed_before: bool) -> bool {
-    let dropped = match tier {
-        Tier::Base => level == CacheLevel::None,
-        Tier::Env => matches!(level, CacheLevel::None | CacheLevel::Base),
-        Tier::Instance => level != CacheLevel::Instance,
-    };
-    dropped && (clean || !existed_before)
-}
-
-/// The host architecture as image names spell it (`x86_64`, `arm64`).
-pub fn arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "aarch64" => "arm64",
-        other => other,
-    }
-}
-
-/// Lowercased, with anything a repository name may not hold replaced.
-fn name_part(s: &str) -> String {
-    s.to_lowercase()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
-fn tag_of(parts: &[&[u8]]) -> String {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update((p.len() as u64).to_le_bytes());
-        h.update(p);
-    }
-    hex(&h.finalize())[..16].to_string()
-}
-
-/// A prebuilt instance image under `--namespace`, named as the reference's
-/// published images are: `NS/sweb.eval.x86_64.<id, "__" -> "_1776_">:<tag>`.
-pub fn namespace_image(namespace: &str, instance_id: &str, tag: &str) -> String {
-    let ns = namespace.trim_end_matches('/');
-    format!(
-        "{ns}/sweb.eval.{}.{}:{tag}",
-        arch(),
-        instance_id.replace("__", "_1776_")
-    )
-    .to_lowercase()
-}
-
-/// Name of the bootstrapped root image of a suite, addressed by the script
-/// that makes it.
-pub fn bootstrap_image(suite: Suite) -> String {
-    format!(
-        "patchgrade.root.{}:{}",
-        suite.name(),
-        tag_of(&[BOOTSTRAP_SCRIPT.as_bytes()])
-    )
-}
-
-/// The tier of an image by its name (namespace prefixes ignored), for cleanup.
-pub fn tier_of(name: &str) -> Option<Tier> {
-    let last = name.rsplit('/').next().unwrap_or(name);
-    if last.starts_with("patchgrade.root.") || last.starts_with("patchgrade.base.") {
-        Some(Tier::Base)
-    } else if last.starts_with("patchgrade.env.") {
-        Some(Tier::Env)
-    } else if last.starts_with("patchgrade.eval.") || last.starts_with("sweb.eval.") {
-        Some(Tier::Instance)
-    } else {
-        None
-    }
-}
+const BASE_DOCKERFILE: &str = include_str!("../../../../harness-scripts/docker/base.Dockerfile");
+const SETUP_BASE: &str = include_str!("../../../../harness-scripts/docker/setup_base.sh");
+const ENV_DOCKERFILE: &str = include_str!("../../../../harness-scripts/docker/env.Dockerfile");
+const INSTANCE_DOCKERFILE: &str =
+    include_str!("../../../../harness-scripts/docker/instance.Dockerfile");
 
 /// A file of a build context besides the Dockerfile.
 #[derive(Debug, Clone)]
@@ -240,6 +53,28 @@ pub struct ImagePlan {
 }
 
 impl ImagePlan {
+    /// A plan named `<repository>:<tag>`, the tag a hash of `keys` and the
+    /// context files: what built the image, so a change makes a new one.
+    fn addressed(
+        tier: Tier,
+        repository: String,
+        keys: &[&[u8]],
+        dockerfile: String,
+        files: Vec<ContextFile>,
+        tree: Option<TreeSource>,
+    ) -> ImagePlan {
+        let mut parts = keys.to_vec();
+        parts.extend(files.iter().map(|f| f.data.as_slice()));
+        let tag = tag_of(&parts);
+        ImagePlan {
+            tier,
+            name: format!("{repository}:{tag}"),
+            dockerfile,
+            files,
+            tree,
+        }
+    }
+
     /// Folder name of its build logs (`:` is not welcome in paths).
     pub fn log_name(&self) -> String {
         self.name.replace([':', '/'], "__")
@@ -274,94 +109,6 @@ impl ImagePlan {
     }
 }
 
-pub fn append_file<W: std::io::Write>(
-    b: &mut tar::Builder<W>,
-    path: impl AsRef<Path>,
-    data: &[u8],
-    mode: u32,
-) -> std::io::Result<()> {
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(tar::EntryType::Regular);
-    h.set_size(data.len() as u64);
-    h.set_mode(mode);
-    h.set_mtime(mtime());
-    b.append_data(&mut h, path, data)
-}
-
-pub fn append_symlink<W: std::io::Write>(
-    b: &mut tar::Builder<W>,
-    path: impl AsRef<Path>,
-    target: &Path,
-) -> std::io::Result<()> {
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(tar::EntryType::Symlink);
-    h.set_size(0);
-    h.set_mode(0o777);
-    h.set_mtime(mtime());
-    b.append_link(&mut h, path, target)
-}
-
-pub fn append_dir<W: std::io::Write>(b: &mut tar::Builder<W>, path: &str) -> std::io::Result<()> {
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(tar::EntryType::Directory);
-    h.set_size(0);
-    h.set_mode(0o755);
-    h.set_mtime(mtime());
-    b.append_data(&mut h, format!("{path}/"), std::io::empty())
-}
-
-/// Files get the time they were sent (build tools compare mtimes).
-fn mtime() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(1)
-}
-
-enum TreeError {
-    Git(git2::Error),
-    Io(std::io::Error),
-}
-
-/// A git tree as files under `prefix`, modes and symlinks kept; submodules
-/// become empty folders, as in a checkout without them.
-fn append_tree<W: std::io::Write>(
-    b: &mut tar::Builder<W>,
-    repo: &git2::Repository,
-    tree: git2::Oid,
-    prefix: &str,
-) -> Result<(), TreeError> {
-    let tree = repo.find_tree(tree).map_err(TreeError::Git)?;
-    for entry in tree.iter() {
-        let Some(name) = entry.name() else {
-            continue; // not UTF-8: no such path in a checkout either
-        };
-        let path = format!("{prefix}/{name}");
-        match entry.kind() {
-            Some(git2::ObjectType::Tree) => {
-                append_dir(b, &path).map_err(TreeError::Io)?;
-                append_tree(b, repo, entry.id(), &path)?;
-            }
-            Some(git2::ObjectType::Blob) => {
-                let blob = repo.find_blob(entry.id()).map_err(TreeError::Git)?;
-                match entry.filemode() {
-                    0o120000 => {
-                        let target = String::from_utf8_lossy(blob.content()).into_owned();
-                        append_symlink(b, &path, Path::new(&target)).map_err(TreeError::Io)?
-                    }
-                    0o100755 => {
-                        append_file(b, &path, blob.content(), 0o755).map_err(TreeError::Io)?
-                    }
-                    _ => append_file(b, &path, blob.content(), 0o644).map_err(TreeError::Io)?,
-                }
-            }
-            Some(git2::ObjectType::Commit) => append_dir(b, &path).map_err(TreeError::Io)?,
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
 /// The root image a base is built from (pulled or bootstrapped).
 #[derive(Debug, Clone)]
 pub struct Root {
@@ -387,16 +134,14 @@ pub fn base_plan(suite: Suite, root: &Root, ca: Option<&[u8]>) -> ImagePlan {
     // Addressed by the root's id, not its name: the same root pulled or
     // bootstrapped under another name gives the same base.
     let unnamed = BASE_DOCKERFILE.replace("{{copy_ca}}", copy_ca);
-    let mut parts: Vec<&[u8]> = vec![root.id.as_bytes(), unnamed.as_bytes()];
-    parts.extend(files.iter().map(|f| f.data.as_slice()));
-    let tag = tag_of(&parts);
-    ImagePlan {
-        tier: Tier::Base,
-        name: format!("patchgrade.base.py.{}.{}:{tag}", arch(), suite.name()),
+    ImagePlan::addressed(
+        Tier::Base,
+        format!("patchgrade.base.py.{}.{}", arch(), suite.name()),
+        &[root.id.as_bytes(), unnamed.as_bytes()],
         dockerfile,
         files,
-        tree: None,
-    }
+        None,
+    )
 }
 
 /// The env setup script: apt packages, then the venv and its packages.
@@ -469,24 +214,13 @@ pub fn env_plan(suite: Suite, base: &str, spec: &Spec, requirements: Option<&str
     if let Some(r) = requirements {
         files.push(ContextFile::new("requirements.txt", r));
     }
-    let mut parts: Vec<&[u8]> = vec![dockerfile.as_bytes()];
-    parts.extend(files.iter().map(|f| f.data.as_slice()));
-    let tag = tag_of(&parts);
-    ImagePlan {
-        tier: Tier::Env,
-        name: format!("patchgrade.env.py.{}.{}:{tag}", arch(), suite.name()),
-        dockerfile,
+    ImagePlan::addressed(
+        Tier::Env,
+        format!("patchgrade.env.py.{}.{}", arch(), suite.name()),
+        &[dockerfile.as_bytes()],
+        dockerfile.clone(),
         files,
-        tree: None,
-    }
-}
-
-/// The shell line that activates an env inside a container: our venv, or a
-/// reference image's conda env (for `--namespace` images).
-pub fn activate_line() -> String {
-    format!(
-        "if [ -f {VENV}/bin/activate ]; then source {VENV}/bin/activate; \
-         elif [ -f /opt/miniconda3/bin/activate ]; then source /opt/miniconda3/bin/activate && conda activate testbed; fi"
+        None,
     )
 }
 
@@ -527,20 +261,14 @@ pub fn instance_plan(env: &str, instance_id: &str, spec: &Spec, tree: TreeSource
     let dockerfile = INSTANCE_DOCKERFILE.replace("{{env}}", env);
     let files = vec![ContextFile::new("setup_repo.sh", setup_repo_script(spec))];
     let tree_id = tree.tree.to_string();
-    let mut parts: Vec<&[u8]> = vec![dockerfile.as_bytes(), tree_id.as_bytes()];
-    parts.extend(files.iter().map(|f| f.data.as_slice()));
-    let tag = tag_of(&parts);
-    ImagePlan {
-        tier: Tier::Instance,
-        name: format!(
-            "patchgrade.eval.{}.{}:{tag}",
-            arch(),
-            name_part(instance_id)
-        ),
-        dockerfile,
+    ImagePlan::addressed(
+        Tier::Instance,
+        format!("patchgrade.eval.{}.{}", arch(), name_part(instance_id)),
+        &[dockerfile.as_bytes(), tree_id.as_bytes()],
+        dockerfile.clone(),
         files,
-        tree: Some(tree),
-    }
+        Some(tree),
+    )
 }
 
 #[cfg(test)]
@@ -549,53 +277,6 @@ mod tests {
 
     fn spec(yaml: &str) -> Spec {
         serde_yaml_ng::from_str(yaml).unwrap()
-    }
-
-    #[test]
-    fn suites_by_python_version() {
-        assert_eq!(Suite::for_python(Some("3.11")).unwrap(), Suite::Bookworm);
-        assert_eq!(Suite::for_python(Some("3.9")).unwrap(), Suite::Bullseye);
-        assert_eq!(Suite::for_python(Some("3.13")).unwrap(), Suite::Trixie);
-        assert_eq!(Suite::for_python(None).unwrap(), Suite::Bookworm);
-        let e = Suite::for_python(Some("3.8")).unwrap_err().to_string();
-        assert!(e.contains("3.8") && e.contains("bookworm"), "{e}");
-    }
-
-    #[test]
-    fn reference_namespace_names() {
-        let n = namespace_image("swebench", "django__django-11099", "latest");
-        assert_eq!(
-            n,
-            format!(
-                "swebench/sweb.eval.{}.django_1776_django-11099:latest",
-                arch()
-            )
-        );
-        assert_eq!(tier_of(&n), Some(Tier::Instance));
-        assert_eq!(
-            tier_of("127.0.0.1:5000/x/sweb.eval.x86_64.a:latest"),
-            Some(Tier::Instance)
-        );
-        assert_eq!(
-            tier_of("patchgrade.env.py.x86_64.bookworm:abc"),
-            Some(Tier::Env)
-        );
-        assert_eq!(tier_of("debian:bookworm-slim"), None);
-    }
-
-    #[test]
-    fn should_remove_matches_the_reference() {
-        use CacheLevel::*;
-        // Default level env: instance images go, env and base stay.
-        assert!(should_remove(Tier::Instance, Env, false, false));
-        assert!(!should_remove(Tier::Env, Env, false, false));
-        assert!(!should_remove(Tier::Base, Env, false, false));
-        // Images that existed before the run stay unless --clean.
-        assert!(!should_remove(Tier::Instance, Env, false, true));
-        assert!(should_remove(Tier::Instance, Env, true, true));
-        assert!(should_remove(Tier::Base, None, false, false));
-        assert!(should_remove(Tier::Env, Base, false, false));
-        assert!(!should_remove(Tier::Instance, Instance, true, false));
     }
 
     #[test]

@@ -14,15 +14,15 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
-use super::{Interpreter, PythonError};
-use crate::image::{self, ContextFile, ImagePlan, Tier, VENV};
+use super::plans::{ContextFile, ImagePlan};
+use super::{arch, tag_of, Tier, VENV};
+use crate::backend::docker::archive::{append_dir, append_file, append_symlink};
+use crate::python::{Interpreter, PythonError};
 use crate::script::quote;
-use crate::spec::hex;
 
-const PYTHON_DOCKERFILE: &str = include_str!("../../harness-scripts/docker/python.Dockerfile");
-const SETUP_PYTHON: &str = include_str!("../../harness-scripts/docker/setup_python.sh");
+const PYTHON_DOCKERFILE: &str =
+    include_str!("../../../../harness-scripts/docker/python.Dockerfile");
+const SETUP_PYTHON: &str = include_str!("../../../../harness-scripts/docker/setup_python.sh");
 
 /// Bookworm packages with the shared libraries a CPython built on bookworm
 /// needs at run time (readelf -d of libpython and lib-dynload/*.so of
@@ -153,14 +153,14 @@ impl Manifest {
                         path: full.clone(),
                         source: std::io::Error::other("path is not UTF-8"),
                     })?;
-                    image::append_dir(&mut b, name.trim_end_matches('/')).map_err(io(&full))?
+                    append_dir(&mut b, name.trim_end_matches('/')).map_err(io(&full))?
                 }
                 Kind::File { mode, .. } => {
                     let data = std::fs::read(&full).map_err(io(&full))?;
-                    image::append_file(&mut b, &dest, &data, *mode).map_err(io(&full))?
+                    append_file(&mut b, &dest, &data, *mode).map_err(io(&full))?
                 }
                 Kind::Symlink(target) => {
-                    image::append_symlink(&mut b, &dest, target).map_err(io(&full))?
+                    append_symlink(&mut b, &dest, target).map_err(io(&full))?
                 }
             }
         }
@@ -276,22 +276,19 @@ pub fn manifest(interp: &Interpreter) -> Result<Option<Manifest>, PythonError> {
 pub fn python_image_name(interp: &Interpreter, base: &str, manifest: Option<&Manifest>) -> String {
     let (dockerfile, script) = (python_dockerfile(interp, base), setup_python_script(interp));
     let files = manifest.map(Manifest::fingerprint).unwrap_or_default();
-    let mut h = Sha256::new();
-    for p in [
+    // Addressed like every plan, but by the build's file list (stat only)
+    // instead of its bytes, so naming it never reads the build.
+    let tag = tag_of(&[
         base.as_bytes(),
         dockerfile.as_bytes(),
         script.as_bytes(),
         &files,
-    ] {
-        h.update((p.len() as u64).to_le_bytes());
-        h.update(p);
-    }
+    ]);
     format!(
-        "patchgrade.base.py{}.{}.{}:{}",
+        "patchgrade.base.py{}.{}.{}:{tag}",
         interp.version,
-        image::arch(),
+        arch(),
         interp.suite.name(),
-        &hex(&h.finalize())[..16]
     )
 }
 
@@ -395,10 +392,8 @@ mod tests {
         let plan = python_plan(&interp, "patchgrade.base.py.x86_64.bookworm:abc").unwrap();
         assert_eq!(plan.tier, Tier::Base);
         assert!(
-            plan.name.starts_with(&format!(
-                "patchgrade.base.py3.8.{}.bookworm:",
-                image::arch()
-            )),
+            plan.name
+                .starts_with(&format!("patchgrade.base.py3.8.{}.bookworm:", arch())),
             "{}",
             plan.name
         );

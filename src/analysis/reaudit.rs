@@ -15,59 +15,61 @@ use serde::Serialize;
 use crate::audit::dynamic::{self, HeldOut};
 use crate::audit::{audit_static, Audit, AuditInput, ReasonKind};
 use crate::dataset::{model_dir, Dataset, Instance, Prediction};
-use crate::grade::log_statuses;
 use crate::outcome::{EvalRecord, Outcome};
 use crate::parse::StatusMap;
-use crate::report::{instance_report, record_paths, write_json_atomic, AuditCounts};
-use crate::runner::{Job, RecordKey, RunConfig};
+use crate::report::AuditCounts;
+use crate::rundir::{Evaluation, RunDir};
+use crate::runner::jobs::{Job, RecordKey};
 use crate::spec::SpecSet;
 
-/// One evaluation of the audited run.
-#[derive(Debug, Clone)]
-pub struct Audited {
+/// An evaluation names an instance the dataset does not have.
+#[derive(Debug, thiserror::Error)]
+#[error("{dir}: instance {instance_id} is not in {dataset}")]
+pub struct MissingInstance {
     pub dir: PathBuf,
-    pub record: EvalRecord,
+    pub instance_id: String,
+    pub dataset: PathBuf,
 }
 
-/// Read every evaluation of a run folder.
-pub fn load(run_dir: &Path) -> Result<Vec<Audited>, String> {
-    let paths = record_paths(run_dir).map_err(|e| format!("{}: {e}", run_dir.display()))?;
-    if paths.is_empty() {
-        return Err(format!(
-            "{}: no evaluations (no */*/patchgrade.json)",
-            run_dir.display()
-        ));
+/// The static audit of every graded evaluation (by index into `evals`).
+/// Dynamic reasons found earlier are kept unless `drop_dynamic`.
+pub fn static_audits(
+    evals: &[Evaluation],
+    dataset: &Dataset,
+    dataset_path: &Path,
+    specs: &SpecSet,
+    drop_dynamic: bool,
+) -> Result<BTreeMap<usize, Audit>, MissingInstance> {
+    let mut audits = BTreeMap::new();
+    for (idx, e) in evals.iter().enumerate() {
+        let Some(inst) = dataset.get(&e.record.instance_id) else {
+            return Err(MissingInstance {
+                dir: e.dir.path().to_owned(),
+                instance_id: e.record.instance_id.clone(),
+                dataset: dataset_path.to_owned(),
+            });
+        };
+        if let Some(audit) = static_audit(e, inst, specs, drop_dynamic) {
+            audits.insert(idx, audit);
+        }
     }
-    paths
-        .into_iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            let record: EvalRecord =
-                serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
-            Ok(Audited {
-                dir: p.parent().unwrap_or(Path::new(".")).to_owned(),
-                record,
-            })
-        })
-        .collect()
+    Ok(audits)
 }
 
 /// Static audit from the files a finished evaluation left behind. Dynamic
 /// reasons found earlier are kept unless `drop_dynamic`.
-pub fn static_audit(
-    a: &Audited,
+fn static_audit(
+    a: &Evaluation,
     inst: &Instance,
     specs: &SpecSet,
     drop_dynamic: bool,
 ) -> Option<Audit> {
     a.record.grade.as_ref()?;
-    let patch = std::fs::read_to_string(a.dir.join("patch.diff")).ok()?;
+    let patch = a.dir.patch()?;
     if patch.trim().is_empty() {
         return None;
     }
-    let log = std::fs::read(a.dir.join("test_output.txt"))
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    let log = a.dir.test_log();
     let mut input = AuditInput::new(inst, &patch);
     input.test_log = log.as_deref();
     input.log_parser = specs
@@ -97,29 +99,17 @@ pub enum Purpose {
     DivergenceCandidate(usize),
 }
 
-fn pred(inst: &Instance, model: String, patch: Option<String>) -> Prediction {
-    Prediction {
-        instance_id: inst.instance_id.clone(),
-        model_name_or_path: model,
-        model_patch: patch,
-        sample_id: None,
-        extra: Default::default(),
-    }
-}
-
-fn job(inst: Instance, prediction: Prediction, directives: Option<Vec<String>>) -> Job {
+fn job(inst: Instance, model: String, patch: &str, directives: Option<Vec<String>>) -> Job {
+    let prediction = Prediction::new(&inst.instance_id, &model, Some(patch.to_string()));
     Job {
-        instance: Arc::new(inst),
-        prediction,
-        sample: None,
         directives,
-        run_without_patch: false,
+        ..Job::new(Arc::new(inst), prediction)
     }
 }
 
 /// The dynamic jobs for the resolved evaluations of `audited`.
 pub fn plan(
-    audited: &[Audited],
+    audited: &[Evaluation],
     dataset: &Dataset,
     held_out: &BTreeMap<String, HeldOut>,
     list_files: impl Fn(&Instance) -> Vec<String>,
@@ -138,14 +128,10 @@ pub fn plan(
         let Some(inst) = dataset.get(&a.record.instance_id) else {
             continue;
         };
-        let Ok(patch) = std::fs::read_to_string(a.dir.join("patch.diff")) else {
+        let Some(patch) = a.dir.patch() else {
             continue;
         };
-        let leaf = a
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let leaf = a.dir.leaf();
         let tag = format!("{}@{leaf}", model_dir(&a.record.model_name_or_path));
         let first_for_instance = !gold_planned.contains_key(&inst.instance_id);
         gold_planned.insert(inst.instance_id.clone(), true);
@@ -157,21 +143,13 @@ pub fn plan(
             let hi = h.instance(inst);
             if first_for_instance {
                 push(
-                    job(
-                        hi.clone(),
-                        pred(inst, "held-out-gold".into(), Some(inst.patch.clone())),
-                        None,
-                    ),
+                    job(hi.clone(), "held-out-gold".into(), &inst.patch, None),
                     Purpose::HeldOutGold(inst.instance_id.clone()),
                     &mut jobs,
                 );
             }
             push(
-                job(
-                    hi,
-                    pred(inst, format!("held-out-{tag}"), Some(patch.clone())),
-                    None,
-                ),
+                job(hi, format!("held-out-{tag}"), &patch, None),
                 Purpose::HeldOutCandidate(idx),
                 &mut jobs,
             );
@@ -188,11 +166,8 @@ pub fn plan(
                 push(
                     job(
                         di.clone(),
-                        pred(
-                            inst,
-                            format!("divergence-gold-{k}"),
-                            Some(inst.patch.clone()),
-                        ),
+                        format!("divergence-gold-{k}"),
+                        &inst.patch,
                         Some(files.clone()),
                     ),
                     Purpose::DivergenceGold(inst.instance_id.clone()),
@@ -202,7 +177,8 @@ pub fn plan(
             push(
                 job(
                     di.clone(),
-                    pred(inst, format!("divergence-{k}-{tag}"), Some(patch.clone())),
+                    format!("divergence-{k}-{tag}"),
+                    &patch,
                     Some(files.clone()),
                 ),
                 Purpose::DivergenceCandidate(idx),
@@ -213,22 +189,25 @@ pub fn plan(
     (jobs, purposes)
 }
 
-/// Statuses from a dynamic evaluation's log.
+/// Statuses of a finished dynamic evaluation.
 fn statuses(
-    cfg: &RunConfig,
+    rundir: &RunDir,
     specs: &SpecSet,
     jobs: &BTreeMap<RecordKey, Job>,
+    records: &BTreeMap<RecordKey, EvalRecord>,
     key: &RecordKey,
 ) -> Option<StatusMap> {
     let j = jobs.get(key)?;
-    log_statuses(specs, &j.instance, &j.log_dir(cfg)).and_then(Result::ok)
+    j.eval_dir(rundir)
+        .statuses(records.get(key)?, specs, &j.instance)
+        .and_then(Result::ok)
 }
 
 /// Add the dynamic reasons to the audits of `audited` from the finished jobs.
 pub fn judge(
-    audited: &[Audited],
+    audited: &[Evaluation],
     audits: &mut BTreeMap<usize, Audit>,
-    cfg: &RunConfig,
+    rundir: &RunDir,
     specs: &SpecSet,
     jobs: Vec<Job>,
     purposes: &[(RecordKey, Purpose)],
@@ -240,12 +219,12 @@ pub fn judge(
     for (key, p) in purposes {
         match p {
             Purpose::HeldOutGold(id) => {
-                if let Some(m) = statuses(cfg, specs, &by_key, key) {
+                if let Some(m) = statuses(rundir, specs, &by_key, records, key) {
                     held_gold.insert(id.clone(), m);
                 }
             }
             Purpose::DivergenceGold(id) => {
-                if let Some(m) = statuses(cfg, specs, &by_key, key) {
+                if let Some(m) = statuses(rundir, specs, &by_key, records, key) {
                     div_gold.entry(id.clone()).or_default().push(m);
                 }
             }
@@ -266,7 +245,11 @@ pub fn judge(
                     tests: j.instance.fail_to_pass.clone(),
                     held_out_test_patch: j.instance.test_patch.clone(),
                 });
-                match (held, held_gold.get(id), statuses(cfg, specs, &by_key, key)) {
+                match (
+                    held,
+                    held_gold.get(id),
+                    statuses(rundir, specs, &by_key, records, key),
+                ) {
                     (Some(h), Some(g), Some(c)) => {
                         if let Some(r) = dynamic::fails_held_out(&h, g, &c) {
                             audit.push(r);
@@ -282,7 +265,7 @@ pub fn judge(
                 }
             }
             Purpose::DivergenceCandidate(idx) => {
-                if let Some(m) = statuses(cfg, specs, &by_key, key) {
+                if let Some(m) = statuses(rundir, specs, &by_key, records, key) {
                     div_cand.entry(*idx).or_default().push(m);
                 }
             }
@@ -307,19 +290,47 @@ pub fn judge(
     }
 }
 
-/// Write an updated audit into an evaluation's files.
-pub fn write_back(a: &Audited, audit: Audit) -> std::io::Result<EvalRecord> {
-    let mut record = a.record.clone();
-    record.audit = Some(audit);
-    if record.outcome.has_reference_report() {
-        let patch_is_none = !a.dir.join("patch.diff").exists();
-        write_json_atomic(
-            &a.dir.join("report.json"),
-            &instance_report(&record, patch_is_none),
-        )?;
+/// An evaluation's files could not be rewritten.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {dir}: {source}")]
+pub struct WriteError {
+    pub dir: PathBuf,
+    pub source: std::io::Error,
+}
+
+/// Write the new audits into their evaluations' files; returns every
+/// record as it now stands, and the counts per model.
+pub fn write_back(
+    run_dir: &Path,
+    rerun: bool,
+    evals: &[Evaluation],
+    mut audits: BTreeMap<usize, Audit>,
+) -> Result<(Vec<EvalRecord>, AuditReport), WriteError> {
+    let mut report = AuditReport {
+        run_dir: run_dir.display().to_string(),
+        rerun,
+        ..Default::default()
+    };
+    let mut records = Vec::new();
+    for (idx, e) in evals.iter().enumerate() {
+        let mut record = e.record.clone();
+        if let Some(audit) = audits.remove(&idx) {
+            record.audit = Some(audit);
+            e.dir
+                .write_result(&record, !e.dir.has_patch())
+                .map_err(|source| WriteError {
+                    dir: e.dir.path().to_owned(),
+                    source,
+                })?;
+        }
+        report
+            .models
+            .entry(record.model_name_or_path.clone())
+            .or_default()
+            .add(&e.dir.leaf(), &record);
+        records.push(record);
     }
-    write_json_atomic(&a.dir.join("patchgrade.json"), &record)?;
-    Ok(record)
+    Ok((records, report))
 }
 
 /// Counts of a re-audit, per model.
