@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 use patchgrade::backend::docker::images::CacheLevel;
 use patchgrade::backend::docker::DockerOptions;
 use patchgrade::engine::{BackendChoice, EngineOptions, Sources};
+use patchgrade::python::PythonDir;
 use patchgrade::repo::DEFAULT_URL_TEMPLATE;
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -104,6 +105,10 @@ pub struct DockerArgs {
     /// Docker: time limit of one image build, seconds.
     #[arg(long, default_value_t = 3600, value_name = "SECS")]
     pub build_timeout: u64,
+    /// Docker: a CPython X.Y build to copy into images (its prefix or its
+    /// bin/pythonX.Y), searched before uv's and pyenv's; repeatable.
+    #[arg(long = "python-dir", value_name = "X.Y=PATH", value_parser = PythonDir::parse)]
+    pub python_dirs: Vec<PythonDir>,
 }
 
 /// `--cache-level` values (the library's `CacheLevel`).
@@ -139,6 +144,7 @@ impl DockerArgs {
             cpus: self.cpus,
             pids_limit: self.pids_limit,
             build_timeout: self.build_timeout,
+            python_dirs: self.python_dirs.clone(),
         }
     }
 }

@@ -230,13 +230,32 @@ impl Interpreter {
         self.host_prefix.is_some()
     }
 
-    /// Image labels (`patchgrade.python.*`), sorted.
+    /// One line for records: version, release, provider and where from.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "python {} ({}",
+            self.release.as_deref().unwrap_or(&self.version.to_string()),
+            self.provider.name()
+        );
+        match &self.host_prefix {
+            Some(p) => s.push_str(&format!(" {}", p.display())),
+            None => s.push_str(&format!(" {}", self.suite.name())),
+        }
+        s.push(')');
+        if let Some(sub) = self.substitution {
+            s.push_str(&format!("; spec says {}, runs on {}", sub.from, sub.to));
+        }
+        s
+    }
+
+    /// Labels of the python image (`patchgrade.python.*`), sorted: what
+    /// the interpreter is, not who asked for it, so a spec saying 3.5 shares
+    /// the 3.6 image.
     pub fn labels(&self) -> BTreeMap<String, String> {
         let mut m = BTreeMap::new();
         let mut put = |k: &str, v: String| {
             m.insert(format!("patchgrade.python.{k}"), v);
         };
-        put("requested", self.requested.to_string());
         put("version", self.version.to_string());
         put("provider", self.provider.name().into());
         put("suite", self.suite.name().into());
@@ -250,8 +269,19 @@ impl Interpreter {
         if let Some(p) = &self.host_prefix {
             put("host_prefix", p.display().to_string());
         }
+        m
+    }
+
+    /// Labels of the env image: the version the spec asked for, and the
+    /// deviation when another one runs.
+    pub fn request_labels(&self) -> BTreeMap<String, String> {
+        let mut m = BTreeMap::new();
+        m.insert(
+            "patchgrade.python.requested".to_string(),
+            self.requested.to_string(),
+        );
         if let Some(s) = self.substitution {
-            put("deviation", s.note.into());
+            m.insert("patchgrade.python.deviation".to_string(), s.note.into());
         }
         m
     }
@@ -407,9 +437,16 @@ mod tests {
         assert_eq!(i.executable, prefix.join("bin/python3.6"));
         let labels = i.labels();
         assert_eq!(labels["patchgrade.python.provider"], "pyenv");
-        assert_eq!(labels["patchgrade.python.requested"], "3.5");
         assert_eq!(labels["patchgrade.python.pip"], "21.3.1");
-        assert!(labels["patchgrade.python.deviation"].contains("3.5"));
+        assert!(!labels.contains_key("patchgrade.python.requested"));
+        let asked = i.request_labels();
+        assert_eq!(asked["patchgrade.python.requested"], "3.5");
+        assert!(asked["patchgrade.python.deviation"].contains("3.5"));
+        assert!(
+            i.describe().ends_with("; spec says 3.5, runs on 3.6"),
+            "{}",
+            i.describe()
+        );
         let r = i.record();
         assert_eq!(r["version"], "3.6");
         assert_eq!(r["release"], "3.6.15");

@@ -17,7 +17,7 @@ pub mod containers;
 pub mod daemon;
 pub mod images;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -28,6 +28,7 @@ use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuil
 use bollard::Docker;
 
 use super::{EnvError, InfraError};
+use crate::python::{HostSearch, Interpreter, PythonDir, PythonError};
 use crate::repo::RepoCache;
 use images::plans::Root;
 use images::{CacheLevel, ImageError, Suite, Tier};
@@ -56,6 +57,8 @@ pub struct DockerOptions {
     pub pids_limit: i64,
     /// Time limit of one image build, seconds.
     pub build_timeout: u64,
+    /// `--python-dir` entries, searched first for a Python no suite ships.
+    pub python_dirs: Vec<PythonDir>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +95,8 @@ pub enum DockerError {
     Config(String),
     #[error(transparent)]
     Image(#[from] ImageError),
+    #[error(transparent)]
+    Python(#[from] PythonError),
 }
 
 /// Why a pull gave no image. The registry's error is kept in the message,
@@ -180,15 +185,30 @@ pub struct DockerEnv {
     pub id: String,
     /// Registry digest, for pulled images.
     pub digest: Option<String>,
+    /// The interpreter of the image's venv (None: no Python env, or a
+    /// `--namespace` image).
+    pub python: Option<Interpreter>,
 }
 
 impl DockerEnv {
     pub fn describe(&self) -> String {
-        match &self.digest {
+        let mut s = match &self.digest {
             Some(d) => format!("image {} {} ({d})", self.image, self.id),
             None => format!("image {} {}", self.image, self.id),
+        };
+        if let Some(p) = &self.python {
+            s.push_str(&format!("; {}", p.describe()));
         }
+        s
     }
+}
+
+/// The interpreter chosen for a spec's `python` value, with the host
+/// build's file list (walked once per run).
+#[derive(Debug)]
+pub(crate) struct ChosenPython {
+    pub interp: Interpreter,
+    pub manifest: Option<images::python::Manifest>,
 }
 
 #[derive(Debug)]
@@ -222,6 +242,10 @@ pub struct DockerBackend {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Roots chosen per suite, so a failed pull is tried once per run.
     roots: Mutex<HashMap<Suite, Root>>,
+    /// Where host Python builds are looked for (`--python-dir`, uv, pyenv).
+    python_search: HostSearch,
+    /// Interpreters chosen per spec `python` value, once per run.
+    pythons: Mutex<BTreeMap<String, Arc<ChosenPython>>>,
     /// Images built in this run (`--force-rebuild` builds each once).
     built: Mutex<HashSet<String>>,
     used: Mutex<BTreeSet<Used>>,
@@ -269,6 +293,7 @@ impl DockerBackend {
             }
             None => None,
         };
+        let python_search = HostSearch::from_env(args.python_dirs.clone());
         let build_logs = log_root
             .parent()
             .map(|p| p.join("build_images"))
@@ -285,6 +310,8 @@ impl DockerBackend {
             ca,
             locks: Mutex::default(),
             roots: Mutex::default(),
+            python_search,
+            pythons: Mutex::default(),
             built: Mutex::default(),
             used: Mutex::default(),
             live: Arc::default(),
@@ -311,6 +338,38 @@ impl DockerBackend {
                 Ok(Conn { docker, prior })
             })
             .await
+    }
+
+    /// The interpreters this run chose for its specs (one per `python`
+    /// value asked for), for run.json: `Interpreter::record()` of each.
+    pub fn interpreters(&self) -> Vec<Interpreter> {
+        locked(&self.pythons)
+            .values()
+            .map(|c| c.interp.clone())
+            .collect()
+    }
+
+    /// The interpreter for a spec's `python` value: the provider chain,
+    /// run once per value and run.
+    fn python(&self, requested: &str) -> Result<Arc<ChosenPython>, PythonError> {
+        let key = requested.trim().to_string();
+        if let Some(c) = locked(&self.pythons).get(&key) {
+            return Ok(c.clone());
+        }
+        let interp = crate::python::resolve(&key, &self.python_search)?;
+        let manifest = images::python::manifest(&interp)?;
+        if let Some(m) = &manifest {
+            tracing::info!(
+                "Python {key}: {} {} ({} files, {} MiB copied into images)",
+                interp.provider.name(),
+                m.prefix.display(),
+                m.entries(),
+                m.size() >> 20
+            );
+        }
+        let chosen = Arc::new(ChosenPython { interp, manifest });
+        locked(&self.pythons).insert(key, chosen.clone());
+        Ok(chosen)
     }
 
     async fn docker(&self) -> Result<&Docker, DockerError> {

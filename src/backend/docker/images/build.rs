@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bollard::body_full;
@@ -11,9 +12,10 @@ use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuil
 use futures_util::StreamExt;
 
 use super::plans::{base_plan, env_plan, instance_plan, ImagePlan, Root, TreeSource};
+use super::python::{python_image_name, python_plan};
 use super::{bootstrap_image, namespace_image, Suite, Tier, BOOTSTRAP_SCRIPT};
 use crate::backend::docker::{
-    io_err, locked, DockerBackend, DockerEnv, DockerError, PullFailure, API_TIMEOUT,
+    io_err, locked, ChosenPython, DockerBackend, DockerEnv, DockerError, PullFailure, API_TIMEOUT,
 };
 use crate::backend::EnvError;
 use crate::dataset::Instance;
@@ -58,10 +60,24 @@ impl DockerBackend {
             return Ok(self.namespace_env(ns, inst).await?);
         }
         let spec = &rs.spec;
-        let suite = Suite::for_python(spec.python.as_deref()).map_err(DockerError::from)?;
+        // The provider chain picks the interpreter and, with it, the suite.
+        let python = match &spec.python {
+            Some(v) => Some(self.python(v).map_err(DockerError::from)?),
+            None => None,
+        };
+        let suite = python
+            .as_ref()
+            .map(|p| p.interp.suite)
+            .unwrap_or(Suite::Bookworm);
         let root = self.root(suite).await?;
         let base = base_plan(suite, &root, self.ca.as_deref());
         self.ensure_built(&base).await?;
+        // Specs with a Python get their env on the python image (the
+        // interpreter and a venv with pinned tools); others on the base.
+        let parent = match &python {
+            Some(p) => self.ensure_python_image(p.clone(), &base.name).await?,
+            None => base.name.clone(),
+        };
         let requirements = match &spec.requirements {
             Some(path) => {
                 let (repos, inst2, path) = (self.repos.clone(), inst.clone(), path.clone());
@@ -74,7 +90,8 @@ impl DockerBackend {
             }
             None => None,
         };
-        let env = env_plan(suite, &base.name, spec, requirements.as_deref());
+        let interp = python.as_ref().map(|p| &p.interp);
+        let env = env_plan(suite, interp, &parent, spec, requirements.as_deref());
         self.ensure_built(&env).await?;
         let tree = self.base_tree(inst).await?;
         let plan = instance_plan(&env.name, &inst.instance_id, spec, tree);
@@ -83,8 +100,32 @@ impl DockerBackend {
             image: plan.name,
             id,
             digest,
+            python: interp.cloned(),
         })
     }
+
+    /// The python image of `python` on `base`: named from the build's file
+    /// list (no read), its context (the whole build as a tar) made only when
+    /// the engine lacks it or `--force-rebuild` asks for a fresh one.
+    async fn ensure_python_image(
+        &self,
+        python: Arc<ChosenPython>,
+        base: &str,
+    ) -> Result<String, DockerError> {
+        let name = python_image_name(&python.interp, base, python.manifest.as_ref());
+        let base = base.to_string();
+        self.ensure_named(Tier::Base, &name, || async move {
+            tokio::task::spawn_blocking(move || {
+                python_plan(&python.interp, &base, python.manifest.as_ref())
+            })
+            .await
+            .map_err(|e| DockerError::Config(format!("python image task: {e}")))?
+            .map_err(DockerError::from)
+        })
+        .await?;
+        Ok(name)
+    }
+
     /// Pull `name`; [`DockerError::Pull`] when no registry gives it.
     async fn pull(&self, name: &str, limit: Duration) -> Result<(), DockerError> {
         let opts = CreateImageOptionsBuilder::default()
@@ -129,6 +170,7 @@ impl DockerBackend {
             image: name,
             id,
             digest,
+            python: None,
         })
     }
 
@@ -305,25 +347,42 @@ impl DockerBackend {
         &self,
         plan: &ImagePlan,
     ) -> Result<(String, Option<String>), DockerError> {
-        let lock = self.lock_for(&plan.name);
+        let plan = plan.clone();
+        self.ensure_named(plan.tier, &plan.name.clone(), || async { Ok(plan) })
+            .await
+    }
+
+    /// The image `name` of `tier`, built from the plan `make` gives unless
+    /// it exists; `make` runs only when a build is due.
+    async fn ensure_named<F, Fut>(
+        &self,
+        tier: Tier,
+        name: &str,
+        make: F,
+    ) -> Result<(String, Option<String>), DockerError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<ImagePlan, DockerError>>,
+    {
+        let lock = self.lock_for(name);
         let _g = lock.lock().await;
-        let fresh = locked(&self.built).contains(&plan.name);
+        let fresh = locked(&self.built).contains(name);
         if !self.args.force_rebuild || fresh {
-            if let Some(found) = self.inspect(&plan.name).await? {
-                self.note_used(plan.tier, &plan.name);
+            if let Some(found) = self.inspect(name).await? {
+                self.note_used(tier, name);
                 return Ok(found);
             }
         }
-        self.build(plan).await?;
-        self.note_used(plan.tier, &plan.name);
-        locked(&self.built).insert(plan.name.clone());
-        self.inspect(&plan.name)
-            .await?
-            .ok_or_else(|| DockerError::Build {
-                image: plan.name.clone(),
-                reason: "the image is absent after its build".into(),
-                log: self.build_dir(plan).join("build_image.log"),
-            })
+        let plan = make().await?;
+        debug_assert_eq!(plan.name, name);
+        self.build(&plan).await?;
+        self.note_used(tier, name);
+        locked(&self.built).insert(name.to_string());
+        self.inspect(name).await?.ok_or_else(|| DockerError::Build {
+            image: name.to_string(),
+            reason: "the image is absent after its build".into(),
+            log: self.build_dir(&plan).join("build_image.log"),
+        })
     }
 
     fn build_dir(&self, plan: &ImagePlan) -> PathBuf {

@@ -6,9 +6,14 @@
 //!   with debootstrap (`harness-scripts/bootstrap-base.sh`) where no registry
 //!   answers.
 //! - **base**: root + git, patch, build tools, the suite's python3 and the CA
-//!   bundle. The suite is chosen by the spec's Python version.
-//! - **env**: base + the spec's apt packages and a venv at `/opt/venv` with
-//!   its requirements (read from the mirror) and pip packages.
+//!   bundle. The suite is chosen by the spec's Python version (through
+//!   [`crate::python::resolve`]).
+//! - **python** (in the base tier): base + the spec's interpreter (the
+//!   suite's own, or a host build copied in) and a venv at `/opt/venv` with
+//!   pinned pip, setuptools and wheel ([`python`]).
+//! - **env**: the python image (the base for specs without Python) + the
+//!   spec's apt packages, and its requirements (read from the mirror) and
+//!   pip packages in the venv.
 //! - **instance**: env + the base commit's tree at `/testbed` as a one-commit
 //!   repository, `pre_install` and `install` run, then a setup commit.
 //!
@@ -39,11 +44,6 @@ pub const TESTBED: &str = "/testbed";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
-    #[error(
-        "no Debian suite ships Python {version} (bullseye has 3.9, bookworm 3.11, trixie 3.13); \
-         give the spec one of those versions, or use --backend local"
-    )]
-    UnsupportedPython { version: String },
     #[error("reading {what} for the build context: {source}")]
     Git { what: String, source: git2::Error },
     #[error("writing the build context: {0}")]
@@ -76,19 +76,6 @@ impl Suite {
             Suite::Bookworm => "3.11",
             Suite::Trixie => "3.13",
         }
-    }
-
-    /// The suite whose python3 is `version`; no version: the current stable.
-    pub fn for_python(version: Option<&str>) -> Result<Suite, ImageError> {
-        let Some(v) = version else {
-            return Ok(Suite::Bookworm);
-        };
-        Suite::ALL
-            .into_iter()
-            .find(|s| s.python() == v.trim())
-            .ok_or_else(|| ImageError::UnsupportedPython {
-                version: v.to_string(),
-            })
     }
 }
 
@@ -217,16 +204,6 @@ pub fn activate_line() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn suites_by_python_version() {
-        assert_eq!(Suite::for_python(Some("3.11")).unwrap(), Suite::Bookworm);
-        assert_eq!(Suite::for_python(Some("3.9")).unwrap(), Suite::Bullseye);
-        assert_eq!(Suite::for_python(Some("3.13")).unwrap(), Suite::Trixie);
-        assert_eq!(Suite::for_python(None).unwrap(), Suite::Bookworm);
-        let e = Suite::for_python(Some("3.8")).unwrap_err().to_string();
-        assert!(e.contains("3.8") && e.contains("bookworm"), "{e}");
-    }
 
     #[test]
     fn reference_namespace_names() {

@@ -4,8 +4,10 @@
 
 use std::path::PathBuf;
 
+use super::python::label_lines;
 use super::{activate_line, arch, name_part, tag_of, ImageError, Suite, Tier, TESTBED, VENV};
 use crate::backend::docker::archive::{append_dir, append_file, append_tree, TreeError};
+use crate::python::Interpreter;
 use crate::script::quote;
 use crate::spec::Spec;
 
@@ -144,15 +146,22 @@ pub fn base_plan(suite: Suite, root: &Root, ca: Option<&[u8]>) -> ImagePlan {
     )
 }
 
-/// The env setup script: apt packages, then the venv and its packages.
-pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> String {
+/// The env setup script: apt packages, then the spec's packages into the
+/// venv. `python` is the env's interpreter: its python image (the parent)
+/// made the venv with pinned pip, setuptools and wheel; None: no Python env.
+pub fn setup_env_script(
+    suite: Suite,
+    python: Option<&Interpreter>,
+    spec: &Spec,
+    has_requirements: bool,
+) -> String {
     let mut s = String::from(
         "#!/bin/bash\n# patchgrade env image setup (generated).\nset -euxo pipefail\n",
     );
-    if let Some(v) = &spec.python {
+    if let Some(p) = python {
         s.push_str(&format!(
-            "python3 -c 'import sys; v = \"%d.%d\" % sys.version_info[:2]; sys.exit(0 if v == {v:?} else \"python3 is \" + v + \", the spec wants {v}\")'\n",
-            v = v.trim()
+            "{VENV}/bin/python -c 'import sys; v = \"%d.%d\" % sys.version_info[:2]; sys.exit(0 if v == {v:?} else \"the venv has Python \" + v + \", the env wants {v}\")'\n",
+            v = p.version.to_string()
         ));
     }
     if !spec.apt_packages.is_empty() {
@@ -162,15 +171,8 @@ pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> St
             pkgs.join(" ")
         ));
     }
-    if spec.python.is_some() {
-        s.push_str(&format!(
-            "python3 -m venv {VENV}\nsource {VENV}/bin/activate\n"
-        ));
-        // Old suites' bundled pip (20.x on bullseye) cannot do editable
-        // installs of pyproject-only projects; pip 25.1 dropped the legacy
-        // `setup.py develop` fallback that the reference's pip (24) used for
-        // backends without PEP 660 (pylint 2.14/2.15 pin setuptools~=62.6).
-        s.push_str("python -m pip install 'pip>=21.3,<25.1'\n");
+    if let Some(p) = python {
+        s.push_str(&format!("source {VENV}/bin/activate\n"));
         if has_requirements {
             s.push_str("python -m pip install -r /root/patchgrade-env/requirements.txt\n");
         }
@@ -178,17 +180,17 @@ pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> St
             let pkgs: Vec<String> = spec.pip_packages.iter().map(|p| quote(p)).collect();
             s.push_str(&format!("python -m pip install {}\n", pkgs.join(" ")));
         }
-    }
-    if spec.python.is_some() {
         // A symlink to the venv's python (tox-current-env runs the tests
-        // through one in .tox/) starts the system interpreter without the
+        // through one in .tox/) starts the base interpreter without the
         // venv; the reference's conda env has no such split. The image is
-        // single-purpose, so the system interpreter is pointed at the venv's
+        // single-purpose, so the base interpreter (the suite's, or the
+        // copied build's own site-packages) is pointed at the venv's
         // packages too.
-        s.push_str(
-            "sysdir=$(/usr/bin/python3 -c 'import site; print(site.getsitepackages()[0])')\nmkdir -p \"$sysdir\"\n\
+        s.push_str(&format!(
+            "sysdir=$({} -c 'import site; print(site.getsitepackages()[0])')\nmkdir -p \"$sysdir\"\n\
              python -c 'import site; print(site.getsitepackages()[0])' > \"$sysdir/patchgrade-venv.pth\"\n",
-        );
+            quote(&p.executable.display().to_string())
+        ));
         // Byte-compile now: packages installed the legacy way have no .pyc,
         // and compiling them at import turns a SyntaxWarning in old code
         // into an error under `filterwarnings = error` (flask's blinker).
@@ -203,20 +205,32 @@ pub fn setup_env_script(suite: Suite, spec: &Spec, has_requirements: bool) -> St
     s
 }
 
-/// The env image of a spec. `requirements` is the filtered requirements
-/// text read from the mirror at the environment setup commit.
-pub fn env_plan(suite: Suite, base: &str, spec: &Spec, requirements: Option<&str>) -> ImagePlan {
-    let dockerfile = ENV_DOCKERFILE.replace("{{base}}", base);
+/// The env image of a spec, on `parent`: the python image of `python`, or
+/// the base image for a spec without Python. `requirements` is the filtered
+/// requirements text read from the mirror at the environment setup commit.
+pub fn env_plan(
+    suite: Suite,
+    python: Option<&Interpreter>,
+    parent: &str,
+    spec: &Spec,
+    requirements: Option<&str>,
+) -> ImagePlan {
+    let mut dockerfile = ENV_DOCKERFILE.replace("{{base}}", parent);
+    if let Some(p) = python {
+        dockerfile.push_str(&label_lines(&p.request_labels()));
+        dockerfile.push('\n');
+    }
     let mut files = vec![ContextFile::new(
         "setup_env.sh",
-        setup_env_script(suite, spec, requirements.is_some()),
+        setup_env_script(suite, python, spec, requirements.is_some()),
     )];
     if let Some(r) = requirements {
         files.push(ContextFile::new("requirements.txt", r));
     }
+    let py = python.map(|p| p.version.to_string()).unwrap_or_default();
     ImagePlan::addressed(
         Tier::Env,
-        format!("patchgrade.env.py.{}.{}", arch(), suite.name()),
+        format!("patchgrade.env.py{py}.{}.{}", arch(), suite.name()),
         &[dockerfile.as_bytes()],
         dockerfile.clone(),
         files,
@@ -311,26 +325,99 @@ mod tests {
             base_plan(Suite::Bookworm, &root2, Some(b"cert")).name
         );
 
+        let py = crate::python::resolve("3.11", &Default::default()).unwrap();
         let s1 =
             spec("python: '3.11'\npip_packages: [pytest]\ntest_cmd: pytest\nlog_parser: pytest\n");
         let s2 = spec(
             "python: '3.11'\npip_packages: [pytest==8.0]\ntest_cmd: pytest\nlog_parser: pytest\n",
         );
-        let e1 = env_plan(Suite::Bookworm, &a.name, &s1, None);
-        assert_eq!(e1.name, env_plan(Suite::Bookworm, &a.name, &s1, None).name);
-        assert_ne!(e1.name, env_plan(Suite::Bookworm, &a.name, &s2, None).name);
+        let e1 = env_plan(Suite::Bookworm, Some(&py), &a.name, &s1, None);
+        assert_eq!(
+            e1.name,
+            env_plan(Suite::Bookworm, Some(&py), &a.name, &s1, None).name
+        );
         assert_ne!(
             e1.name,
-            env_plan(Suite::Bookworm, &a.name, &s1, Some("six\n")).name
+            env_plan(Suite::Bookworm, Some(&py), &a.name, &s2, None).name
+        );
+        assert_ne!(
+            e1.name,
+            env_plan(Suite::Bookworm, Some(&py), &a.name, &s1, Some("six\n")).name
         );
         // The test command is not part of the env: specs differing only
         // there share env images.
         let s3 = spec(
             "python: '3.11'\npip_packages: [pytest]\ntest_cmd: pytest -x\nlog_parser: pytest\n",
         );
-        assert_eq!(e1.name, env_plan(Suite::Bookworm, &a.name, &s3, None).name);
+        assert_eq!(
+            e1.name,
+            env_plan(Suite::Bookworm, Some(&py), &a.name, &s3, None).name
+        );
         assert!(e1.files[0].data.starts_with(b"#!/bin/bash"));
         assert!(String::from_utf8_lossy(&e1.files[0].data).contains("pip install 'pytest'"));
+    }
+
+    #[test]
+    fn env_scripts_use_the_python_images_venv() {
+        use crate::python::{resolve, HostSearch};
+        let d = tempfile::tempdir().unwrap();
+        crate::python::find::tests::fake_build(&d.path().join("pyenv/versions/3.6.15"), "3.6.15");
+        let search = HostSearch {
+            pyenv_roots: vec![d.path().join("pyenv")],
+            ..Default::default()
+        };
+        let s = spec("python: '3.5'\npip_packages: [six]\ntest_cmd: t\nlog_parser: pytest\n");
+        let copied = resolve("3.5", &search).unwrap();
+        let plan = env_plan(Suite::Bookworm, Some(&copied), "py:1", &s, None);
+        assert!(
+            plan.name
+                .starts_with(&format!("patchgrade.env.py3.6.{}.bookworm:", arch())),
+            "{}",
+            plan.name
+        );
+        assert!(plan.dockerfile.contains("FROM py:1"));
+        assert!(
+            plan.dockerfile
+                .contains("\"patchgrade.python.requested\"=\"3.5\""),
+            "{}",
+            plan.dockerfile
+        );
+        let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
+        // The python image made the venv with pinned tools: no second venv,
+        // no pip upgrade; the version check and the .pth of the copied
+        // build's own site-packages go through its paths.
+        assert!(
+            !script.contains("-m venv") && !script.contains("install 'pip"),
+            "{script}"
+        );
+        assert!(
+            script.contains(&format!("{VENV}/bin/python -c")),
+            "{script}"
+        );
+        assert!(script.contains("v == \"3.6\""), "{script}");
+        let exe = d.path().join("pyenv/versions/3.6.15/bin/python3.6");
+        assert!(
+            script.contains(&format!(
+                "sysdir=$({} -c",
+                quote(&exe.display().to_string())
+            )),
+            "{script}"
+        );
+        assert!(script.contains("pip install 'six'"), "{script}");
+        // The suite's python3: the same script through /usr/bin/python3.11.
+        let suite = resolve("3.11", &search).unwrap();
+        let plan = env_plan(Suite::Bookworm, Some(&suite), "py:2", &s, None);
+        let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
+        assert!(
+            script.contains("sysdir=$('/usr/bin/python3.11' -c"),
+            "{script}"
+        );
+        // Without Python: no venv lines at all, on the base.
+        let none = spec("test_cmd: t\nlog_parser: pytest\n");
+        let plan = env_plan(Suite::Bookworm, None, "base:1", &none, None);
+        let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
+        assert!(!script.contains(VENV), "{script}");
+        assert!(plan.name.starts_with("patchgrade.env.py."), "{}", plan.name);
     }
 
     #[test]

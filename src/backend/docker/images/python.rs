@@ -213,8 +213,8 @@ fn walk(
     Ok(())
 }
 
-/// LABEL lines for the Dockerfile.
-fn label_lines(labels: &BTreeMap<String, String>) -> String {
+/// LABEL lines for a Dockerfile.
+pub(crate) fn label_lines(labels: &BTreeMap<String, String>) -> String {
     let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
     let items: Vec<String> = labels
         .iter()
@@ -293,15 +293,19 @@ pub fn python_image_name(interp: &Interpreter, base: &str, manifest: Option<&Man
 }
 
 /// Everything needed to build the python image of `interp` on `base` (the
-/// base image of `interp.suite`). Reads the whole build for a copied one.
-pub fn python_plan(interp: &Interpreter, base: &str) -> Result<ImagePlan, PythonError> {
-    let manifest = manifest(interp)?;
+/// base image of `interp.suite`), `manifest` its host build's file list
+/// ([`manifest`]). Reads the whole build for a copied one.
+pub fn python_plan(
+    interp: &Interpreter,
+    base: &str,
+    manifest: Option<&Manifest>,
+) -> Result<ImagePlan, PythonError> {
     let mut files = vec![ContextFile {
         path: "setup_python.sh".into(),
         data: setup_python_script(interp).into_bytes(),
         mode: 0o644,
     }];
-    if let Some(m) = &manifest {
+    if let Some(m) = manifest {
         files.push(ContextFile {
             path: "python.tar".into(),
             data: m.tar()?,
@@ -310,7 +314,7 @@ pub fn python_plan(interp: &Interpreter, base: &str) -> Result<ImagePlan, Python
     }
     Ok(ImagePlan {
         tier: Tier::Base,
-        name: python_image_name(interp, base, manifest.as_ref()),
+        name: python_image_name(interp, base, manifest),
         dockerfile: python_dockerfile(interp, base),
         files,
         tree: None,
@@ -389,7 +393,13 @@ mod tests {
             pyenv_roots: vec![d.path().join("pyenv")],
         };
         let interp = resolve("3.8", &search).unwrap();
-        let plan = python_plan(&interp, "patchgrade.base.py.x86_64.bookworm:abc").unwrap();
+        let m = manifest(&interp).unwrap();
+        let plan = python_plan(
+            &interp,
+            "patchgrade.base.py.x86_64.bookworm:abc",
+            m.as_ref(),
+        )
+        .unwrap();
         assert_eq!(plan.tier, Tier::Base);
         assert!(
             plan.name
@@ -451,7 +461,7 @@ mod tests {
     #[test]
     fn a_suite_python_gets_a_venv_and_no_copy() {
         let interp = resolve("3.9", &HostSearch::default()).unwrap();
-        let plan = python_plan(&interp, "base:1").unwrap();
+        let plan = python_plan(&interp, "base:1", None).unwrap();
         assert_eq!(plan.files.len(), 1);
         assert!(plan.name.contains(".py3.9.") && plan.name.contains(".bullseye:"));
         assert!(!plan.dockerfile.contains("ADD"));
