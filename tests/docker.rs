@@ -174,9 +174,9 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
         "    def test_high(self):\n        import os\n        from widgets.extra.more import MORE\n        self.assertEqual(MORE, 1)\n        self.assertFalse(os.path.exists('widgets/legacy.py'))\n        self.assertEqual(clamp(9, 0, 3), 3)\n",
     );
     // Two instances whose environment cannot be made: a Python no Debian
-    // suite ships, and a setup step that fails in the instance image.
+    // suite ships and no host build provides, and a setup step that fails in the instance image.
     let mut bad_python = instance(
-        "w-py38",
+        "w-nopython",
         "acme/widgets",
         &w.base,
         &w.gold,
@@ -184,7 +184,7 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
         &[F2P],
         &[P2P],
     );
-    bad_python["version"] = "py38".into();
+    bad_python["version"] = "nopython".into();
     let mut bad_setup = instance(
         "w-setup",
         "acme/widgets",
@@ -198,7 +198,7 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
     w.sb.write(
         "specs/widgets.yaml",
         &format!(
-            "{UNITTEST_SPEC}  py38:\n    python: \"3.8\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \
+            "{UNITTEST_SPEC}  nopython:\n    python: \"3.99\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \
              badsetup:\n    python: \"3.11\"\n    pre_install: [\"echo setup is broken; exit 3\"]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n"
         ),
     );
@@ -262,7 +262,7 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
     ];
     w.sb.write("dataset.jsonl", &jsonl(&rows));
     let preds = vec![
-        prediction("w-py38", "m", Some(&w.gold)),
+        prediction("w-nopython", "m", Some(&w.gold)),
         prediction("w-setup", "m", Some(&w.gold)),
         prediction("w-gold", "m", Some(&w.gold)),
         prediction("w-wrong", "m", Some(&wrong)),
@@ -287,6 +287,10 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
     assert!(
         env.contains("patchgrade.eval.") && env.contains("sha256:"),
         "image id recorded: {env}"
+    );
+    assert!(
+        env.ends_with("; python 3.11 (debian-suite bookworm)"),
+        "interpreter recorded: {env}"
     );
     let wrong_rec = w.record(&run_id, "m", "w-wrong");
     assert_eq!(wrong_rec["outcome"], "unresolved", "{wrong_rec}");
@@ -327,11 +331,14 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
         "resolved",
         "{moved_info}"
     );
-    let py38 = w.record(&run_id, "m", "w-py38");
-    assert_eq!(py38["outcome"], "environment_build_failed", "{py38}");
+    // No suite ships 3.99 and no host has a build: the error says what
+    // to do.
+    let nopy = w.record(&run_id, "m", "w-nopython");
+    assert_eq!(nopy["outcome"], "environment_build_failed", "{nopy}");
+    let detail = nopy["detail"].as_str().unwrap();
     assert!(
-        py38["detail"].as_str().unwrap().contains("Python 3.8"),
-        "{py38}"
+        detail.contains("no Python 3.99") && detail.contains("--python-dir 3.99=PREFIX"),
+        "{nopy}"
     );
     let setup = w.record(&run_id, "m", "w-setup");
     assert_eq!(setup["outcome"], "environment_build_failed", "{setup}");
@@ -388,7 +395,7 @@ fn docker_pip_env_over_https_and_images_reused_per_cache_level() {
         "images",
         "--format",
         "{{.Repository}}:{{.Tag}}",
-        "patchgrade.env.py.*",
+        "patchgrade.env.py3.11.*",
     ]);
     assert!(!env_images.is_empty(), "env images are kept");
 
