@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use common::*;
-use patchgrade::python::{self, HostSearch, Provider, PyVersion, PythonError};
+use patchgrade::python::{self, HostSearch, Provider, PyVersion, PythonDir, PythonError};
 
 fn required() -> bool {
     std::env::var("PATCHGRADE_REQUIRE_DOCKER").as_deref() == Ok("1")
@@ -141,6 +141,7 @@ fn every_python_from_3_6_to_3_11_builds_an_env_image_and_resolves() {
     if !docker_ready(test) {
         return;
     }
+    let mut dir_args: Vec<String> = Vec::new();
     if !available(
         "PyPI (the python images install pinned pip, setuptools and wheel)",
         "PATCHGRADE_REQUIRE_PYPI",
@@ -148,8 +149,18 @@ fn every_python_from_3_6_to_3_11_builds_an_env_image_and_resolves() {
     ) {
         return;
     }
-    // What the chain will find here, to check the records against.
-    let search = HostSearch::from_env(vec![]);
+    // What the chain will find here, to check the records against. 3.7 is
+    // given as --python-dir (its bin/python3.7) when the host has a build,
+    // so that the flag is used too.
+    let mut python_dirs = Vec::new();
+    if let Ok(i) = python::resolve("3.7", &HostSearch::from_env(vec![])) {
+        if let Some(prefix) = &i.host_prefix {
+            let arg = format!("3.7={}", prefix.join("bin/python3.7").display());
+            python_dirs.push(PythonDir::parse(&arg).unwrap());
+            dir_args.push(arg);
+        }
+    }
+    let search = HostSearch::from_env(python_dirs);
     let mut interps = Vec::new();
     for v in ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.5"] {
         match python::resolve(v, &search) {
@@ -192,7 +203,7 @@ fn every_python_from_3_6_to_3_11_builds_an_env_image_and_resolves() {
     sb.write("dataset.jsonl", &jsonl(&rows));
 
     let started = Instant::now();
-    let out = sb.run(&[
+    let mut args = vec![
         "run",
         "--dataset",
         "dataset.jsonl",
@@ -214,7 +225,11 @@ fn every_python_from_3_6_to_3_11_builds_an_env_image_and_resolves() {
         "--cache-level",
         "instance",
         "-v",
-    ]);
+    ];
+    for a in &dir_args {
+        args.extend(["--python-dir", a.as_str()]);
+    }
+    let out = sb.run(&args);
     let secs = started.elapsed().as_secs_f64();
     let mut images = RemoveOnDrop(Vec::new());
     assert_eq!(out.status.code(), Some(0), "patchgrade run failed");
@@ -285,6 +300,42 @@ fn every_python_from_3_6_to_3_11_builds_an_env_image_and_resolves() {
         interps.len(),
         report.join("\n")
     );
+}
+
+/// A bad `--python-dir` is bad input: exit 2, naming the argument and why,
+/// before anything runs.
+#[test]
+fn a_bad_python_dir_is_refused_with_the_reason() {
+    let sb = Sandbox::new();
+    let not_a_build = sb.path().join("empty");
+    std::fs::create_dir_all(not_a_build.join("bin")).unwrap();
+    for (arg, why) in [
+        ("3.6".to_string(), "expected X.Y=PATH"),
+        (format!("three={}", not_a_build.display()), "MAJOR.MINOR"),
+        (
+            format!("3.6={}", sb.path().join("absent").display()),
+            "absent",
+        ),
+        (format!("3.6={}", not_a_build.display()), "python3.6"),
+    ] {
+        let out = sb.run(&[
+            "run",
+            "--dataset",
+            "none.jsonl",
+            "--predictions",
+            "gold",
+            "--run-id",
+            "x",
+            "--python-dir",
+            &arg,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{arg}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--python-dir") && err.contains(why),
+            "{arg}: {err}"
+        );
+    }
 }
 
 /// Images removed at the end, a failed assertion included.
