@@ -113,6 +113,16 @@ impl Backend {
         }
     }
 
+    /// The interpreters the run's Docker images got, one per spec `python`
+    /// value (for run.json: `Interpreter::record()` of each); empty for the
+    /// local backend, whose venvs use the host's `pythonX.Y`.
+    pub fn interpreters(&self) -> Vec<crate::python::Interpreter> {
+        match self {
+            Backend::Local(_) => Vec::new(),
+            Backend::Docker(b) => b.interpreters(),
+        }
+    }
+
     /// The path at which the tree is seen by the eval script.
     pub fn testbed(&self, ws: &Workspace) -> String {
         match self {

@@ -341,12 +341,14 @@ impl DockerBackend {
     }
 
     /// The interpreters this run chose for its specs (one per `python`
-    /// value asked for), for run.json: `Interpreter::record()` of each.
+    /// value asked for, in version order), for run.json: `Interpreter::record()` of each.
     pub fn interpreters(&self) -> Vec<Interpreter> {
-        locked(&self.pythons)
+        let mut v: Vec<Interpreter> = locked(&self.pythons)
             .values()
             .map(|c| c.interp.clone())
-            .collect()
+            .collect();
+        v.sort_by_key(|i| i.requested);
+        v
     }
 
     /// The interpreter for a spec's `python` value: the provider chain,
@@ -463,6 +465,65 @@ impl DockerBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn backend(d: &Path, python_dirs: Vec<PythonDir>) -> DockerBackend {
+        let repos = RepoCache::new(crate::repo::RepoSources {
+            cache: d.join("cache"),
+            mirror_dir: None,
+            export_dirs: vec![],
+            url_template: String::new(),
+        });
+        let opts = DockerOptions {
+            namespace: None,
+            instance_image_tag: "latest".into(),
+            base_image: "none".into(),
+            ca_cert: Some("none".into()),
+            cache_level: CacheLevel::Env,
+            clean: false,
+            force_rebuild: false,
+            memory: "1g".into(),
+            cpus: 1.0,
+            pids_limit: 64,
+            build_timeout: 60,
+            python_dirs,
+        };
+        DockerBackend::new(
+            opts,
+            &d.join("cache"),
+            &d.join("logs/run_evaluation"),
+            repos,
+            "t",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn interpreters_are_chosen_once_per_value_and_listed() {
+        let d = tempfile::tempdir().unwrap();
+        let prefix = d.path().join("py37");
+        crate::python::find::tests::fake_build(&prefix, "3.7.9");
+        let dir = PythonDir::parse(&format!("3.7={}", prefix.display())).unwrap();
+        let b = backend(d.path(), vec![dir]);
+        assert!(b.interpreters().is_empty());
+        let first = b.python("3.7").unwrap();
+        assert_eq!(first.interp.provider.name(), "python-dir");
+        assert!(first.manifest.is_some(), "a copied build has a file list");
+        // The same value again: the same choice, not a second search.
+        assert!(Arc::ptr_eq(&first, &b.python(" 3.7").unwrap()));
+        let suite = b.python("3.11").unwrap();
+        assert!(suite.manifest.is_none());
+        let listed: Vec<String> = b
+            .interpreters()
+            .iter()
+            .map(|i| i.record()["provider"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(listed, ["python-dir", "debian-suite"]);
+        // A version found nowhere is an error naming --python-dir, and is
+        // not listed.
+        let e = b.python("3.99").unwrap_err().to_string();
+        assert!(e.contains("--python-dir 3.99=PREFIX"), "{e}");
+        assert_eq!(b.interpreters().len(), 2);
+    }
 
     #[test]
     fn sizes() {
