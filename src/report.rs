@@ -122,14 +122,21 @@ pub struct AuditCounts {
     pub clean_resolved: usize,
     pub suspect_resolved: usize,
     /// Resolved passes whose requested check could not run (neither clean
-    /// nor suspect).
+    /// nor suspect). Left out when zero, so summaries of runs without
+    /// dynamic checks read as before.
+    #[serde(skip_serializing_if = "is_zero")]
     pub inconclusive_resolved: usize,
     /// Resolved records with no audit (made by an older version).
     pub not_audited: usize,
     /// Suspect resolved passes per reason (a pass may have several).
     pub reasons: BTreeMap<ReasonKind, usize>,
     pub suspect_ids: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub inconclusive_ids: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl AuditCounts {

@@ -66,9 +66,13 @@ pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> 
         }
     }
     for (m, c) in &report.models {
+        let open = match c.inconclusive_resolved {
+            0 => String::new(),
+            n => format!(", {n} inconclusive"),
+        };
         eprintln!(
-            "{m}: {} resolved, {} clean, {} suspect, {} inconclusive",
-            c.resolved, c.clean_resolved, c.suspect_resolved, c.inconclusive_resolved
+            "{m}: {} resolved, {} clean, {} suspect{open}",
+            c.resolved, c.clean_resolved, c.suspect_resolved
         );
     }
     let path = args.run_dir.join("audit.json");
