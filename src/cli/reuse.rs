@@ -4,11 +4,10 @@
 //! otherwise; every such override is said on stderr.
 
 use std::collections::BTreeSet;
-use std::fmt::Debug;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::parser::ValueSource;
-use clap::ArgMatches;
+use clap::{ArgMatches, ValueEnum};
 
 use super::engine_args::{BackendKind, CacheLevelArg, EngineArgs};
 use patchgrade::rundir::RunSetup;
@@ -38,6 +37,66 @@ impl Given {
     }
 }
 
+/// A setting as the command line would spell it, for the messages.
+trait Shown {
+    fn shown(&self) -> String;
+}
+
+impl Shown for PathBuf {
+    fn shown(&self) -> String {
+        self.display().to_string()
+    }
+}
+
+impl Shown for String {
+    fn shown(&self) -> String {
+        self.clone()
+    }
+}
+
+impl<T: Shown> Shown for Option<T> {
+    fn shown(&self) -> String {
+        match self {
+            Some(x) => x.shown(),
+            None => "(none)".into(),
+        }
+    }
+}
+
+impl Shown for Vec<PathBuf> {
+    fn shown(&self) -> String {
+        if self.is_empty() {
+            return "(none)".into();
+        }
+        let v: Vec<String> = self.iter().map(|p| p.shown()).collect();
+        v.join(" ")
+    }
+}
+
+macro_rules! shown_by_display {
+    ($($t:ty),*) => {$(
+        impl Shown for $t {
+            fn shown(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+shown_by_display!(bool, u64, i64, f64);
+
+macro_rules! shown_by_value_enum {
+    ($($t:ty),*) => {$(
+        impl Shown for $t {
+            fn shown(&self) -> String {
+                self.to_possible_value()
+                    .map(|v| v.get_name().to_string())
+                    .unwrap_or_default()
+            }
+        }
+    )*};
+}
+shown_by_value_enum!(BackendKind, CacheLevelArg);
+
 /// One setting: run.json's value when the flag was not given, else the
 /// command line's, said on stderr when it differs from run.json's.
 struct Merge<'a> {
@@ -47,7 +106,7 @@ struct Merge<'a> {
 }
 
 impl Merge<'_> {
-    fn take<T: PartialEq + Debug>(
+    fn take<T: PartialEq + Shown>(
         &mut self,
         id: &str,
         flag: &str,
@@ -58,13 +117,15 @@ impl Merge<'_> {
         if self.given.has(id) {
             if *own != recorded {
                 eprintln!(
-                    "using {flag} {own:?} from the command line instead of run.json's {recorded:?} ({})",
+                    "using {flag} {} from the command line instead of run.json's {} ({})",
+                    own.shown(),
+                    recorded.shown(),
                     self.source.display()
                 );
             }
         } else {
             if *own != recorded {
-                self.reused.push(format!("{flag} {recorded:?}"));
+                self.reused.push(format!("{flag} {}", recorded.shown()));
             }
             *own = recorded;
         }
