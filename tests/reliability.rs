@@ -45,12 +45,15 @@ fn reason_kinds(rec: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `run --specs S --mirror-dir M`, then `audit RUN_DIR --rerun` with no
-/// other flags: the audit reuses the run's setup and flags the planted
-/// held-out failure. With the environment made unbuildable, the same audit
-/// is inconclusive (exit 4, naming the instance and the cause), never clean.
-#[test]
-fn audit_rerun_reuses_the_run_setup_and_is_inconclusive_when_the_env_breaks() {
+/// The shapes project: a clamp() bug, its gold fix, an overfitted fix,
+/// and instances `s-over`, `s-gold` with a held-out test gold passes.
+struct Shapes {
+    sb: Sandbox,
+    gold: String,
+    overfit: String,
+}
+
+fn shapes() -> Shapes {
     let sb = Sandbox::new();
     let repo = FixtureRepo::new(&sb, "acme/shapes");
     repo.commit(
@@ -85,6 +88,16 @@ fn audit_rerun_reuses_the_run_setup_and_is_inconclusive_when_the_env_breaks() {
     }
     sb.write("dataset.jsonl", &jsonl(&rows));
     sb.write("specs/shapes.yaml", SHAPES_SPEC);
+    Shapes { sb, gold, overfit }
+}
+
+/// `run --specs S --mirror-dir M`, then `audit RUN_DIR --rerun` with no
+/// other flags: the audit reuses the run's setup and flags the planted
+/// held-out failure. With the environment made unbuildable, the same audit
+/// is inconclusive (exit 4, naming the instance and the cause), never clean.
+#[test]
+fn audit_rerun_reuses_the_run_setup_and_is_inconclusive_when_the_env_breaks() {
+    let Shapes { sb, gold, overfit } = shapes();
     sb.write(
         "preds.jsonl",
         &jsonl(&[
@@ -460,4 +473,148 @@ fn django_style_project_dotted_labels_name_ids_and_gold_baseline() {
     let m = &counts["models"]["m"];
     assert_eq!(m["suspect_resolved"], 2, "{counts}");
     assert_eq!(m["inconclusive_ids"], json!(["dj-goldfail"]));
+}
+
+/// `select` reuses the setup of the run it reads, `validate` that of the
+/// run folder it extends; a flag on the command line overrides it (said on
+/// stderr). Evaluations that end in environment failures make either exit
+/// 4, naming the instances.
+#[test]
+fn select_and_validate_reuse_the_setup_and_exit_4_on_environment_failures() {
+    let Shapes { sb, gold, overfit } = shapes();
+    sb.write(
+        "preds.jsonl",
+        &jsonl(&[
+            prediction("s-over", "m", Some(&overfit)),
+            prediction("s-over", "m", Some(&gold)),
+            prediction("s-gold", "m", Some(&gold)),
+        ]),
+    );
+    let run = [
+        "run",
+        "--dataset",
+        "dataset.jsonl",
+        "--predictions",
+        "preds.jsonl",
+        "--run-id",
+        "sel",
+        "--backend",
+        "local",
+        "--specs",
+        "specs",
+        "--mirror-dir",
+        "mirrors",
+    ];
+    assert_eq!(sb.run(&run).status.code(), Some(0));
+    let broken = format!("{SHAPES_SPEC}    pre_install:\n      - \"exit 3\"\n");
+    sb.write("specs-broken/shapes.yaml", &broken);
+    let abs = |rel: &str| {
+        std::path::absolute(sb.path().join(rel))
+            .unwrap()
+            .display()
+            .to_string()
+    };
+    let recorded_specs = |run_id: &str| {
+        let p = sb
+            .path()
+            .join("logs/run_evaluation")
+            .join(run_id)
+            .join("run.json");
+        let meta: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        meta["setup"]["specs"].clone()
+    };
+
+    // select, no flags: the run's specs and mirrors.
+    let out = sb.run(&[
+        "select",
+        "logs/run_evaluation/sel",
+        "--predictions",
+        "preds.jsonl",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("using the setup logs/run_evaluation/sel/run.json recorded"));
+    assert_eq!(recorded_specs("sel.select"), json!([abs("specs")]));
+    // select with an unbuildable environment given on the command line.
+    let out = sb.run(&[
+        "select",
+        "logs/run_evaluation/sel",
+        "--predictions",
+        "preds.jsonl",
+        "--select-run-id",
+        "sel.broken",
+        "--specs",
+        "specs-broken",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains(&format!(
+            "using --specs specs-broken from the command line instead of run.json's {}",
+            abs("specs")
+        )),
+        "{err}"
+    );
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("patchgrade: completed, but some results are inconclusive: ")
+            && last.contains("of the selection ended in environment or infrastructure failures")
+            && last.contains("s-over@0 (m) environment_build_failed")
+            && last.contains("s-over@1 (m) environment_build_failed"),
+        "{last}"
+    );
+
+    // validate with an unbuildable environment: exit 4 naming the instances.
+    let validate = |run_id: &str, extra: &[&str]| {
+        let mut args = vec![
+            "validate",
+            "--dataset",
+            "dataset.jsonl",
+            "--run-id",
+            run_id,
+            "--gold-runs",
+            "1",
+        ];
+        args.extend(extra);
+        sb.run(&args)
+    };
+    let out = validate(
+        "v-broken",
+        &[
+            "--backend",
+            "local",
+            "--specs",
+            "specs-broken",
+            "--mirror-dir",
+            "mirrors",
+        ],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.contains("4 of 4 evaluation(s) of the validation ended in environment or infrastructure failures")
+            && last.contains("s-over")
+            && last.contains("s-gold"),
+        "{last}"
+    );
+    // validate again into its own run folder, no flags: its setup is reused.
+    let out = validate(
+        "v",
+        &[
+            "--backend",
+            "local",
+            "--specs",
+            "specs",
+            "--mirror-dir",
+            "mirrors",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = validate("v", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("using the setup logs/run_evaluation/v/run.json recorded"));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.path().join("validate.v.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["counts"]["valid"], 2, "{report}");
 }

@@ -10,9 +10,17 @@ use patchgrade::rundir::RunDir;
 
 pub async fn validate(args: ValidateArgs, given: &Given) -> Result<(), ExpectedError> {
     let dataset = load_dataset(&args.dataset, &args.instance_ids)?;
-    // A validation run again extends its own run folder: same setup.
+    // A validation run again on the same dataset extends its own run
+    // folder: same setup.
     let rundir = RunDir::new(&args.engine.log_dir, &args.run_id);
-    let opts = reused_options(&args.engine, &rundir, given, &args.dataset);
+    let same_dataset = rundir
+        .meta()
+        .is_some_and(|m| m.dataset_path().as_deref() == Some(args.dataset.as_path()));
+    let opts = if same_dataset {
+        reused_options(&args.engine, &rundir, given, &args.dataset)
+    } else {
+        args.engine.options()
+    };
     let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
     let done = engine.execute(jobs(&dataset, args.gold_runs)).await;
     let runner = &engine.runner;
