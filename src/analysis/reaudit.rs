@@ -475,3 +475,18 @@ pub struct AuditReport {
     pub models: BTreeMap<String, AuditCounts>,
     pub seconds: f64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_line_of_a_run_that_gave_no_results() {
+        let log = "+ python3 tests/runtests.py a/b.py\nTraceback (most recent call last):\n  File \"tests/runtests.py\", line 9, in <module>\nRuntimeError: One of the test labels is a path to a file: 'a/b.py'\n>>>>> Test Exit Code: 1\n";
+        assert_eq!(
+            error_line(log).as_deref(),
+            Some("RuntimeError: One of the test labels is a path to a file: 'a/b.py'")
+        );
+        assert_eq!(error_line("Ran 0 tests\nOK\n"), None);
+    }
+}

@@ -239,3 +239,41 @@ fn sorted_dirs(dir: &Path) -> Result<Vec<PathBuf>, RunDirError> {
     out.sort();
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_json_of_0_1_0_reads_and_the_setup_round_trips() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rundir-0.1.0");
+        let old = RunDir::at(&root.join("run_evaluation/demo")).meta().unwrap();
+        assert_eq!(old.run_id, "demo");
+        assert!(old.dataset_sha256.is_none() && old.setup.is_none());
+
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("data.jsonl"), "{}\n").unwrap();
+        let mut meta = RunMeta::new("r", &d.path().join("data.jsonl"));
+        assert_eq!(
+            meta.dataset_sha256.as_deref(),
+            Some("ca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356")
+        );
+        meta.setup = Some(RunSetup {
+            specs: vec![PathBuf::from("/s")],
+            mirror_dir: Some(PathBuf::from("/m")),
+            backend: Some("docker".into()),
+            docker: Some(DockerSetup {
+                memory: "2g".into(),
+                pids_limit: 64,
+                ..DockerSetup::default()
+            }),
+            ..RunSetup::default()
+        });
+        let rundir = RunDir::new(d.path(), "r");
+        rundir.create().unwrap();
+        rundir.write_meta(&meta).unwrap();
+        let back = rundir.meta().unwrap();
+        assert_eq!(back.setup, meta.setup);
+        assert_eq!(back.dataset_sha256, meta.dataset_sha256);
+    }
+}
