@@ -195,6 +195,12 @@ pub fn plan(
         }
         let files = dynamic::divergence_test_files(inst, &patch, &list_files(inst));
         if files.is_empty() {
+            // Requested but with nothing to run: not a pass of the check.
+            let c = CheckRun::could_not_run(
+                CheckKind::GoldDivergence,
+                "no Python test file among the test patch's files or named after the changed modules",
+            );
+            plan.unplanned.push((idx, c));
             continue;
         }
         let dirs = match divergence_directives(inst, &files, specs) {

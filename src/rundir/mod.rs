@@ -247,7 +247,9 @@ mod tests {
     #[test]
     fn run_json_of_0_1_0_reads_and_the_setup_round_trips() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rundir-0.1.0");
-        let old = RunDir::at(&root.join("run_evaluation/demo")).meta().unwrap();
+        let old = RunDir::at(&root.join("run_evaluation/demo"))
+            .meta()
+            .unwrap();
         assert_eq!(old.run_id, "demo");
         assert!(old.dataset_sha256.is_none() && old.setup.is_none());
 
