@@ -618,3 +618,111 @@ fn select_and_validate_reuse_the_setup_and_exit_4_on_environment_failures() {
             .unwrap();
     assert_eq!(report["counts"]["valid"], 2, "{report}");
 }
+
+/// Whether the Docker engine answers; without it the test skips, unless
+/// PATCHGRADE_REQUIRE_DOCKER=1 makes that a failure.
+fn docker_answers() -> bool {
+    let ok = Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    common::available("a Docker engine", "PATCHGRADE_REQUIRE_DOCKER", ok)
+}
+
+/// The scenario on the Docker backend: the audit reuses the backend
+/// and its options from run.json, flags the held-out failure, and with an
+/// environment that cannot be built (a Python no Debian suite has) it is
+/// inconclusive, exit 4; no container of either audit is left.
+#[test]
+fn docker_audit_rerun_reuses_backend_options_and_is_inconclusive_when_the_env_breaks() {
+    if !docker_answers() {
+        return;
+    }
+    let Shapes { sb, gold, overfit } = shapes();
+    let spec = SHAPES_SPEC.replace("  \"*\":\n", "  \"*\":\n    python: \"3.11\"\n");
+    sb.write("specs/shapes.yaml", &spec);
+    sb.write(
+        "preds.jsonl",
+        &jsonl(&[prediction("s-over", "m", Some(&overfit))]),
+    );
+    let run_id = format!("rel-dk-{}", std::process::id());
+    let out = sb.run(&[
+        "run",
+        "--dataset",
+        "dataset.jsonl",
+        "--predictions",
+        "preds.jsonl",
+        "--run-id",
+        &run_id,
+        "--backend",
+        "docker",
+        "--specs",
+        "specs",
+        "--mirror-dir",
+        "mirrors",
+        "--base-image",
+        "none",
+        "--memory",
+        "1g",
+        "--pids-limit",
+        "200",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(sb.outcome(&run_id, "m", "s-over"), "resolved");
+
+    let run_dir = format!("logs/run_evaluation/{run_id}");
+    let out = sb.run(&["audit", &run_dir, "--rerun"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let over = sb.record(&run_id, "m", "s-over");
+    assert_eq!(over["audit"]["verdict"], "suspect", "{over}");
+    assert_eq!(reason_kinds(&over), ["fails_held_out"]);
+    let audit_meta: Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.path().join(format!("{run_dir}.audit/run.json"))).unwrap(),
+    )
+    .unwrap();
+    let setup = &audit_meta["setup"];
+    assert_eq!(setup["backend"], "docker", "{audit_meta}");
+    assert_eq!(setup["docker"]["memory"], "1g", "{audit_meta}");
+    assert_eq!(setup["docker"]["pids_limit"], 200, "{audit_meta}");
+    assert_eq!(setup["docker"]["base_image"], "none", "{audit_meta}");
+    let held = sb.path().join(format!(
+        "{run_dir}.audit/held-out-gold/s-over/patchgrade.json"
+    ));
+    let held: Value = serde_json::from_str(&std::fs::read_to_string(held).unwrap()).unwrap();
+    assert_eq!(held["backend"], "docker", "{held}");
+
+    // A Python version no Debian suite ships: the environment cannot build.
+    sb.write("specs/shapes.yaml", &spec.replace("3.11", "3.8"));
+    let out = sb.run(&["audit", &run_dir, "--rerun"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let rec = sb.record(&run_id, "m", "s-over");
+    assert_eq!(rec["audit"]["verdict"], "inconclusive", "{rec}");
+    assert_eq!(
+        rec["audit"]["checks"][0]["outcome"],
+        "environment_build_failed"
+    );
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.contains("m s-over: held_out: gold's held-out run: ")
+            && last.contains("Python 3.8")
+            && last.contains("(environment_build_failed)"),
+        "{last}"
+    );
+    let left = Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "-q",
+            "--filter",
+            &format!("label=patchgrade.run_id={run_id}.audit"),
+        ])
+        .output()
+        .unwrap();
+    assert!(left.status.success());
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "containers left: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
