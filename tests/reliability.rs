@@ -6,13 +6,9 @@ mod common;
 
 use std::process::Command;
 
+use common::shapes::{shapes, Shapes, SHAPES_SPEC};
 use common::{instance, jsonl, prediction, FixtureRepo, Sandbox};
 use serde_json::{json, Value};
-
-const SHAPES_SPEC: &str = "repo: acme/shapes\nversions:\n  \"*\":\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
-const CORE: &str =
-    "def clamp(x, lo, hi):\n    return max(lo, x)\n\n\ndef scale(x, k):\n    return x * k\n";
-const TESTS: &str = "import unittest\nfrom shapes.core import clamp, scale\n\n\nclass TestShapes(unittest.TestCase):\n    def test_low(self):\n        self.assertEqual(clamp(-5, 0, 3), 0)\n\n    def test_scale(self):\n        self.assertEqual(scale(2, 3), 6)\n";
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -43,52 +39,6 @@ fn reason_kinds(rec: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// The shapes project: a clamp() bug, its gold fix, an overfitted fix,
-/// and instances `s-over`, `s-gold` with a held-out test gold passes.
-struct Shapes {
-    sb: Sandbox,
-    gold: String,
-    overfit: String,
-}
-
-fn shapes() -> Shapes {
-    let sb = Sandbox::new();
-    let repo = FixtureRepo::new(&sb, "acme/shapes");
-    repo.commit(
-        &[
-            ("shapes/__init__.py", Some(b"")),
-            ("shapes/core.py", Some(CORE.as_bytes())),
-            ("tests/__init__.py", Some(b"")),
-            ("tests/test_core.py", Some(TESTS.as_bytes())),
-        ],
-        "initial",
-    );
-    let base = repo.head();
-    let fixed = CORE.replace("return max(lo, x)", "return min(hi, max(lo, x))");
-    let gold = repo.diff_of(&[("shapes/core.py", Some(fixed.as_bytes()))], false);
-    let overfit = CORE.replace("return max(lo, x)", "return 3 if x == 9 else max(lo, x)");
-    let overfit = repo.diff_of(&[("shapes/core.py", Some(overfit.as_bytes()))], false);
-    let high =
-        format!("{TESTS}\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n");
-    let test_patch = repo.diff_of(&[("tests/test_core.py", Some(high.as_bytes()))], false);
-    let far = format!(
-        "{TESTS}\n    def test_high_far(self):\n        self.assertEqual(clamp(100, 0, 3), 3)\n"
-    );
-    let held_patch = repo.diff_of(&[("tests/test_core.py", Some(far.as_bytes()))], false);
-    let f2p = ["tests.test_core.TestShapes.test_high"];
-    let p2p = ["tests.test_core.TestShapes.test_low"];
-    let mut rows = Vec::new();
-    for id in ["s-over", "s-gold"] {
-        let mut row = instance(id, "acme/shapes", &base, &gold, &test_patch, &f2p, &p2p);
-        row["HELD_OUT_TESTS"] = json!(["tests.test_core.TestShapes.test_high_far"]);
-        row["held_out_test_patch"] = json!(held_patch);
-        rows.push(row);
-    }
-    sb.write("dataset.jsonl", &jsonl(&rows));
-    sb.write("specs/shapes.yaml", SHAPES_SPEC);
-    Shapes { sb, gold, overfit }
 }
 
 /// `run --specs S --mirror-dir M`, then `audit RUN_DIR --rerun` with no
@@ -638,7 +588,7 @@ fn docker_audit_rerun_reuses_backend_options_and_is_inconclusive_when_the_env_br
     if !docker_answers() {
         return;
     }
-    let Shapes { sb, gold, overfit } = shapes();
+    let Shapes { sb, overfit, .. } = shapes();
     let spec = SHAPES_SPEC.replace("  \"*\":\n", "  \"*\":\n    python: \"3.11\"\n");
     sb.write("specs/shapes.yaml", &spec);
     sb.write(
