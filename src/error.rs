@@ -12,6 +12,10 @@ pub mod exit {
     pub const BAD_INPUT: i32 = 2;
     /// Infrastructure failure: reports could not be written, no backend.
     pub const INFRA: i32 = 3;
+    /// Completed, but some results are inconclusive: an audit check could
+    /// not run, or evaluations ended in environment or infrastructure
+    /// failures (after the retry). Everything was written.
+    pub const INCONCLUSIVE: i32 = 4;
     /// Interrupted (Ctrl-C); finished results are kept.
     pub const INTERRUPTED: i32 = patchgrade::engine::EXIT_INTERRUPTED;
 }
@@ -25,6 +29,10 @@ pub enum ExpectedError {
     /// The machine failed us: a write, the backend, the runtime.
     #[error(transparent)]
     Infra(anyhow::Error),
+    /// The command completed and wrote its reports, but some results could
+    /// not be reached (the instances and causes are in the message).
+    #[error("completed, but some results are inconclusive: {0}")]
+    Inconclusive(String),
     /// Ctrl-C: what finished was written; the message was printed then.
     #[error("interrupted")]
     Interrupted,
@@ -46,6 +54,7 @@ impl ExpectedError {
         match self {
             ExpectedError::BadInput(_) => exit::BAD_INPUT,
             ExpectedError::Infra(_) => exit::INFRA,
+            ExpectedError::Inconclusive(_) => exit::INCONCLUSIVE,
             ExpectedError::Interrupted => exit::INTERRUPTED,
             ExpectedError::Internal(_) => exit::INTERNAL,
         }
@@ -54,6 +63,15 @@ impl ExpectedError {
     /// Whether main prints it: an interrupt has said so already.
     pub fn is_reported(&self) -> bool {
         matches!(self, ExpectedError::Interrupted)
+    }
+
+    /// How main introduces the message: inconclusive results are not an
+    /// error of the command.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ExpectedError::Inconclusive(_) => "patchgrade",
+            _ => "error",
+        }
     }
 }
 

@@ -5,13 +5,16 @@ mod cli;
 mod commands;
 mod error;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use cli::Cli;
 use error::{exit, ExpectedError};
 
 fn main() {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Which flags the user gave, so a run's recorded setup fills the rest.
+    let given = cli::reuse::Given::from_matches(&matches);
     let default = match cli.verbose {
         0 => "warn",
         1 => "info",
@@ -32,7 +35,9 @@ fn main() {
         Ok(rt) => {
             // A panic is a bug: reported as an internal error, not a crash
             // code (the panic message is printed by the default hook).
-            let run = std::panic::AssertUnwindSafe(|| rt.block_on(commands::dispatch(cli.command)));
+            let run = std::panic::AssertUnwindSafe(|| {
+                rt.block_on(commands::dispatch(cli.command, given))
+            });
             std::panic::catch_unwind(run)
                 .unwrap_or_else(|_| Err(ExpectedError::Internal("patchgrade panicked".into())))
         }
@@ -44,7 +49,7 @@ fn main() {
         Ok(()) => exit::OK,
         Err(e) => {
             if !e.is_reported() {
-                eprintln!("error: {e:#}");
+                eprintln!("{}: {e:#}", e.label());
             }
             e.exit_code()
         }

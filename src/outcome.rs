@@ -171,6 +171,7 @@ fn audit_or_verdict<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Audit>, D:
             reasons: Vec::new(),
             seconds: 0.0,
             notes: Vec::new(),
+            checks: Vec::new(),
         }),
     })
 }

@@ -121,11 +121,22 @@ pub struct AuditCounts {
     pub resolved: usize,
     pub clean_resolved: usize,
     pub suspect_resolved: usize,
+    /// Resolved passes whose requested check could not run (neither clean
+    /// nor suspect). Left out when zero, so summaries of runs without
+    /// dynamic checks read as before.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub inconclusive_resolved: usize,
     /// Resolved records with no audit (made by an older version).
     pub not_audited: usize,
     /// Suspect resolved passes per reason (a pass may have several).
     pub reasons: BTreeMap<ReasonKind, usize>,
     pub suspect_ids: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inconclusive_ids: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl AuditCounts {
@@ -143,6 +154,10 @@ impl AuditCounts {
                 for k in kinds {
                     *self.reasons.entry(k).or_default() += 1;
                 }
+            }
+            Some(a) if a.is_inconclusive() => {
+                self.inconclusive_resolved += 1;
+                self.inconclusive_ids.push(id.to_string());
             }
             Some(_) => self.clean_resolved += 1,
         }
@@ -255,6 +270,16 @@ impl Summary {
                     "suspect: {}",
                     kinds.into_iter().collect::<Vec<_>>().join(", ")
                 );
+            } else if let Some(a) = r
+                .audit
+                .as_ref()
+                .filter(|a| r.outcome == Outcome::Resolved && a.is_inconclusive())
+            {
+                let checks: BTreeSet<&str> = a.failed_checks().map(|c| c.check.name()).collect();
+                detail = format!(
+                    "inconclusive: {} could not run",
+                    checks.into_iter().collect::<Vec<_>>().join(", ")
+                );
             }
             let detail: String = detail
                 .lines()
@@ -305,7 +330,7 @@ impl Summary {
                 .map(|(k, n)| format!("{n} {}", k.name()))
                 .collect();
             out.push_str(&format!(
-                "audit of the {} resolved: {} clean, {} suspect{}{}\n",
+                "audit of the {} resolved: {} clean, {} suspect{}{}{}\n",
                 a.resolved,
                 a.clean_resolved,
                 a.suspect_resolved,
@@ -313,6 +338,11 @@ impl Summary {
                     String::new()
                 } else {
                     format!(" ({})", reasons.join(", "))
+                },
+                if a.inconclusive_resolved > 0 {
+                    format!(", {} inconclusive", a.inconclusive_resolved)
+                } else {
+                    String::new()
                 },
                 if a.not_audited > 0 {
                     format!(", {} not audited", a.not_audited)

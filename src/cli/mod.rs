@@ -2,6 +2,7 @@
 //! commands do with them is in `commands`.
 
 pub mod engine_args;
+pub mod reuse;
 
 use std::path::PathBuf;
 

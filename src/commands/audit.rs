@@ -5,17 +5,18 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::{finished, print_json, write_report};
+use super::{finished, list, print_json, reused_options, write_report};
+use crate::cli::reuse::Given;
 use crate::cli::AuditArgs;
 use crate::error::ExpectedError;
 use patchgrade::analysis::reaudit;
 use patchgrade::audit::{dynamic, Audit};
 use patchgrade::dataset::{Dataset, Instance};
-use patchgrade::engine::{Engine, Executed};
+use patchgrade::engine::{Engine, EngineOptions, Executed};
 use patchgrade::outcome::{EvalRecord, Outcome};
 use patchgrade::rundir::{Evaluation, RunDir};
 
-pub async fn audit(args: AuditArgs) -> Result<(), ExpectedError> {
+pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> {
     let started = Instant::now();
     let rundir = RunDir::at(&args.run_dir);
     let evals = rundir.evaluations().map_err(ExpectedError::bad)?;
@@ -32,12 +33,9 @@ pub async fn audit(args: AuditArgs) -> Result<(), ExpectedError> {
             })?,
     };
     let dataset = Dataset::load(&dataset_path).map_err(ExpectedError::bad)?;
-    let specs = args
-        .engine
-        .options()
-        .sources
-        .spec_set()
-        .map_err(ExpectedError::bad)?;
+    // The run's own setup (specs, mirrors, backend...) unless flags say otherwise.
+    let opts = reused_options(&args.engine, &rundir, given, &dataset_path);
+    let specs = opts.sources.spec_set().map_err(ExpectedError::bad)?;
     let held_out = match &args.held_out {
         Some(p) => dynamic::load_sidecar(p).map_err(|e| ExpectedError::bad(anyhow::anyhow!(e)))?,
         None => BTreeMap::new(),
@@ -48,7 +46,7 @@ pub async fn audit(args: AuditArgs) -> Result<(), ExpectedError> {
     if args.rerun {
         done = Some(
             rerun(
-                &args,
+                opts,
                 &rundir,
                 &evals,
                 &dataset,
@@ -68,8 +66,12 @@ pub async fn audit(args: AuditArgs) -> Result<(), ExpectedError> {
         }
     }
     for (m, c) in &report.models {
+        let open = match c.inconclusive_resolved {
+            0 => String::new(),
+            n => format!(", {n} inconclusive"),
+        };
         eprintln!(
-            "{m}: {} resolved, {} clean, {} suspect",
+            "{m}: {} resolved, {} clean, {} suspect{open}",
             c.resolved, c.clean_resolved, c.suspect_resolved
         );
     }
@@ -79,16 +81,44 @@ pub async fn audit(args: AuditArgs) -> Result<(), ExpectedError> {
     if args.json {
         print_json(&report)?;
     }
-    match &done {
-        Some(done) => finished(done),
-        None => Ok(()),
+    if let Some(done) = &done {
+        finished(done)?;
     }
+    inconclusive(&evals, &records)
+}
+
+/// Exit 4 when some verdicts are inconclusive, naming each evaluation and
+/// the checks that could not run.
+fn inconclusive(evals: &[Evaluation], records: &[EvalRecord]) -> Result<(), ExpectedError> {
+    let open: Vec<String> = evals
+        .iter()
+        .zip(records)
+        .filter(|(_, r)| r.outcome == Outcome::Resolved)
+        .filter_map(|(e, r)| {
+            let a = r.audit.as_ref().filter(|a| a.is_inconclusive())?;
+            let causes: Vec<String> = a.failed_checks().map(|c| c.describe()).collect();
+            Some(format!(
+                "{} {}: {}",
+                r.model_name_or_path,
+                e.dir.leaf(),
+                causes.join("; ")
+            ))
+        })
+        .collect();
+    if open.is_empty() {
+        return Ok(());
+    }
+    Err(ExpectedError::Inconclusive(format!(
+        "{} audit(s) could not reach a verdict: {}",
+        open.len(),
+        list(&open, 10)
+    )))
 }
 
 /// The dynamic checks: their evaluations run in `<run_id>.audit` beside the
 /// run; their reasons join the audits.
 async fn rerun(
-    args: &AuditArgs,
+    mut opts: EngineOptions,
     rundir: &RunDir,
     evals: &[Evaluation],
     dataset: &Dataset,
@@ -96,7 +126,6 @@ async fn rerun(
     held_out: BTreeMap<String, dynamic::HeldOut>,
     audits: &mut BTreeMap<usize, Audit>,
 ) -> Result<Executed, ExpectedError> {
-    let mut opts = args.engine.options();
     opts.log_dir = rundir.log_root().to_owned();
     let audit_run = format!("{}.audit", rundir.run_id());
     let engine = Engine::build(&opts, &audit_run, dataset_path)?;
@@ -107,18 +136,17 @@ async fn rerun(
             .and_then(|_| repos.list_files(&inst.repo, &inst.base_commit))
             .unwrap_or_default()
     };
-    let (jobs, purposes) = reaudit::plan(evals, dataset, &held_out, list_files);
-    eprintln!("dynamic audit: {} evaluations", jobs.len());
-    let t = Instant::now();
-    let done = engine.execute(jobs.clone()).await;
     let runner = &engine.runner;
+    let plan = reaudit::plan(evals, dataset, &runner.specs, &held_out, list_files);
+    eprintln!("dynamic audit: {} evaluations", plan.jobs.len());
+    let t = Instant::now();
+    let done = engine.execute(plan.jobs.clone()).await;
     reaudit::judge(
         evals,
         audits,
         &runner.cfg.rundir,
         &runner.specs,
-        jobs,
-        &purposes,
+        plan,
         &done.records,
     );
     let secs = t.elapsed().as_secs_f64();
@@ -130,7 +158,7 @@ async fn rerun(
     Ok(done)
 }
 
-/// `<model>  <leaf>  clean|suspect  reasons|not audited`, for resolved
+/// `<model>  <leaf>  clean|suspect|inconclusive  reasons|causes|not audited`, for resolved
 /// evaluations.
 fn verdict_line(record: &EvalRecord, leaf: &str) -> Option<String> {
     if record.outcome != Outcome::Resolved {
@@ -144,6 +172,10 @@ fn verdict_line(record: &EvalRecord, leaf: &str) -> Option<String> {
                 .map(|r| format!("{}: {}", r.kind.name(), r.message))
                 .collect();
             format!("suspect  {}", kinds.join("; "))
+        }
+        Some(au) if au.is_inconclusive() => {
+            let causes: Vec<String> = au.failed_checks().map(|c| c.describe()).collect();
+            format!("inconclusive  {}", causes.join("; "))
         }
         Some(_) => "clean".to_string(),
         None => "not audited".to_string(),

@@ -1,6 +1,6 @@
 //! `patchgrade run`: evaluate predictions, write one summary per model.
 
-use super::{finished, load_dataset, print_one_or_many, write_report};
+use super::{finished_all, load_dataset, print_one_or_many, write_report};
 use crate::cli::RunArgs;
 use crate::error::ExpectedError;
 use patchgrade::dataset::{load_predictions, model_dir, Prediction};
@@ -40,5 +40,5 @@ pub async fn run(args: RunArgs) -> Result<(), ExpectedError> {
     if args.json {
         print_one_or_many(&summaries)?;
     }
-    finished(&done)
+    finished_all(&done, "the run")
 }

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use super::{finished, print_json, write_report};
+use super::{finished_all, print_json, reused_options, write_report};
+use crate::cli::reuse::Given;
 use crate::cli::SelectArgs;
 use crate::error::ExpectedError;
 use patchgrade::analysis::select::score::SelectionReport;
@@ -13,9 +14,10 @@ use patchgrade::dataset::{load_predictions, Dataset};
 use patchgrade::engine::Engine;
 use patchgrade::passk::samples::load_run;
 use patchgrade::rundir::atomic::write_atomic;
+use patchgrade::rundir::RunDir;
 use patchgrade::runner::jobs::jobs_for_predictions;
 
-pub async fn select(args: SelectArgs) -> Result<(), ExpectedError> {
+pub async fn select(args: SelectArgs, given: &Given) -> Result<(), ExpectedError> {
     let run = load_run(&args.run_dir).map_err(ExpectedError::bad)?;
     let dataset_path: PathBuf = args
         .dataset
@@ -38,7 +40,13 @@ pub async fn select(args: SelectArgs) -> Result<(), ExpectedError> {
         .output
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.selected.jsonl", run.run_id)));
-    let engine = Engine::build(&args.engine.options(), &select_run_id, &dataset_path)?;
+    let opts = reused_options(
+        &args.engine,
+        &RunDir::at(&args.run_dir),
+        given,
+        &dataset_path,
+    );
+    let engine = Engine::build(&opts, &select_run_id, &dataset_path)?;
     let runner = &engine.runner;
     let selection = Selection::new(jobs, &runner.specs);
     let done = engine.execute(selection.jobs()).await;
@@ -72,5 +80,5 @@ pub async fn select(args: SelectArgs) -> Result<(), ExpectedError> {
     if args.json {
         print_json(&report)?;
     }
-    finished(&done)
+    finished_all(&done, "the selection")
 }

@@ -1,14 +1,27 @@
 //! `patchgrade validate`: base and gold runs of each instance, judged.
 
-use super::{finished, load_dataset, print_json, write_report};
+use super::{finished_all, load_dataset, print_json, reused_options, write_report};
+use crate::cli::reuse::Given;
 use crate::cli::ValidateArgs;
 use crate::error::ExpectedError;
 use patchgrade::analysis::validate::{jobs, judge};
 use patchgrade::engine::Engine;
+use patchgrade::rundir::RunDir;
 
-pub async fn validate(args: ValidateArgs) -> Result<(), ExpectedError> {
+pub async fn validate(args: ValidateArgs, given: &Given) -> Result<(), ExpectedError> {
     let dataset = load_dataset(&args.dataset, &args.instance_ids)?;
-    let engine = Engine::build(&args.engine.options(), &args.run_id, &args.dataset)?;
+    // A validation run again on the same dataset extends its own run
+    // folder: same setup.
+    let rundir = RunDir::new(&args.engine.log_dir, &args.run_id);
+    let same_dataset = rundir
+        .meta()
+        .is_some_and(|m| m.dataset_path().as_deref() == Some(args.dataset.as_path()));
+    let opts = if same_dataset {
+        reused_options(&args.engine, &rundir, given, &args.dataset)
+    } else {
+        args.engine.options()
+    };
+    let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
     let done = engine.execute(jobs(&dataset, args.gold_runs)).await;
     let runner = &engine.runner;
     let report = judge(
@@ -27,5 +40,5 @@ pub async fn validate(args: ValidateArgs) -> Result<(), ExpectedError> {
     if args.json {
         print_json(&report)?;
     }
-    finished(&done)
+    finished_all(&done, "the validation")
 }

@@ -13,11 +13,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::backend::docker::daemon::answers as daemon_answers;
+use crate::backend::docker::images::CacheLevel;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::{Backend, LocalBackend};
 use crate::outcome::EvalRecord;
 use crate::repo::{RepoCache, RepoSources};
-use crate::rundir::{RunDir, RunMeta};
+use crate::rundir::{DockerSetup, RunDir, RunMeta, RunSetup};
 use crate::runner::jobs::{Job, RecordKey};
 use crate::runner::{RunConfig, Runner};
 use crate::spec::{SpecError, SpecSet};
@@ -101,6 +102,40 @@ pub struct EngineOptions {
     pub sandbox: bool,
     pub docker: DockerOptions,
     pub sources: Sources,
+}
+
+impl EngineOptions {
+    /// What run.json records of these options (`backend`: the one used).
+    pub fn setup(&self, backend: &str) -> RunSetup {
+        let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+        let d = &self.docker;
+        RunSetup {
+            specs: self.sources.specs.iter().map(|p| abs(p)).collect(),
+            mirror_dir: self.sources.mirror_dir.as_deref().map(abs),
+            repo_url_template: Some(self.sources.repo_url_template.clone()),
+            cache_dir: Some(abs(&self.sources.cache())),
+            backend: Some(backend.to_string()),
+            sandbox: Some(self.sandbox),
+            timeout_secs: Some(self.timeout.as_secs()),
+            docker: Some(DockerSetup {
+                namespace: d.namespace.clone(),
+                instance_image_tag: d.instance_image_tag.clone(),
+                base_image: d.base_image.clone(),
+                ca_cert: d.ca_cert.clone(),
+                cache_level: match d.cache_level {
+                    CacheLevel::None => "none",
+                    CacheLevel::Base => "base",
+                    CacheLevel::Env => "env",
+                    CacheLevel::Instance => "instance",
+                }
+                .into(),
+                memory: d.memory.clone(),
+                cpus: d.cpus,
+                pids_limit: d.pids_limit,
+                build_timeout_secs: d.build_timeout,
+            }),
+        }
+    }
 }
 
 /// The engine could not be built.
@@ -212,7 +247,11 @@ impl Engine {
         });
         rundir
             .create()
-            .and_then(|()| rundir.write_meta(&RunMeta::new(run_id, dataset_path)))
+            .and_then(|()| {
+                let mut meta = RunMeta::new(run_id, dataset_path);
+                meta.setup = Some(opts.setup(&backend_name));
+                rundir.write_meta(&meta)
+            })
             .map_err(|source| EngineError::Io {
                 what: opts.log_dir.display().to_string(),
                 source,

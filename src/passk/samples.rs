@@ -19,6 +19,9 @@ pub struct SampleRecord {
     pub outcome: Outcome,
     /// The audit verdict was `suspect`.
     pub suspect: bool,
+    /// The audit verdict was `inconclusive` (a requested check could not
+    /// run): not a clean pass either.
+    pub inconclusive: bool,
     /// The record has an audit verdict at all.
     pub audited: bool,
     pub apply_strategy: Option<ApplyStrategy>,
@@ -32,6 +35,7 @@ impl SampleRecord {
             sample_id: record.sample_id.clone(),
             outcome: record.outcome,
             suspect: record.audit.as_ref().is_some_and(|a| a.is_suspect()),
+            inconclusive: record.audit.as_ref().is_some_and(|a| a.is_inconclusive()),
             audited: record.audit.is_some(),
             apply_strategy: record.apply_strategy,
             patch_sha256: record.patch_sha256.clone(),
@@ -42,9 +46,10 @@ impl SampleRecord {
         self.outcome == Outcome::Resolved
     }
 
-    /// Resolved and not flagged by the audit.
+    /// Resolved, and the audit found it clean (not suspect, not
+    /// inconclusive).
     pub fn clean_resolved(&self) -> bool {
-        self.resolved() && !self.suspect
+        self.resolved() && !self.suspect && !self.inconclusive
     }
 
     /// An environment or infrastructure failure: not the model's.

@@ -35,7 +35,9 @@ pub enum RunDirError {
     Empty(PathBuf),
 }
 
-/// `run.json`: what a run was, for commands that read finished runs.
+/// `run.json`: what a run was, for commands that read finished runs, and
+/// the setup that evaluates it again (`audit --rerun`, `select`, `validate`
+/// reuse it). Fields after `created_at` are optional: 0.1.0 wrote none.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunMeta {
     pub run_id: String,
@@ -43,6 +45,55 @@ pub struct RunMeta {
     /// The dataset path as given to the run.
     pub dataset: String,
     pub created_at: u64,
+    /// sha256 of the dataset file's bytes when the run started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<RunSetup>,
+}
+
+/// Where a run's tests came from and how they ran: everything, besides the
+/// dataset, needed to evaluate the same way again. Paths are absolute.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSetup {
+    /// `--specs` files or folders.
+    #[serde(default)]
+    pub specs: Vec<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_dir: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_url_template: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_dir: Option<PathBuf>,
+    /// The backend that ran the tests: `docker` or `local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    /// Local backend: bubblewrap was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<bool>,
+    /// Per-evaluation time limit, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker: Option<DockerSetup>,
+}
+
+/// The Docker options of a run, as given (defaults resolved).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DockerSetup {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub instance_image_tag: String,
+    pub base_image: String,
+    /// `--ca-cert` as given (None: the default lookup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<String>,
+    /// `none`, `base`, `env` or `instance`.
+    pub cache_level: String,
+    pub memory: String,
+    pub cpus: f64,
+    pub pids_limit: i64,
+    pub build_timeout_secs: u64,
 }
 
 impl RunMeta {
@@ -55,6 +106,8 @@ impl RunMeta {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
+            dataset_sha256: file_sha256(dataset),
+            setup: None,
         }
     }
 
@@ -62,6 +115,13 @@ impl RunMeta {
     pub fn dataset_path(&self) -> Option<PathBuf> {
         (!self.dataset.is_empty()).then(|| PathBuf::from(&self.dataset))
     }
+}
+
+/// sha256 (hex) of a file's bytes; None when it cannot be read.
+pub fn file_sha256(path: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(path).ok()?;
+    Some(format!("{:x}", Sha256::digest(&bytes)))
 }
 
 /// One finished evaluation of a run folder.
@@ -178,4 +238,44 @@ fn sorted_dirs(dir: &Path) -> Result<Vec<PathBuf>, RunDirError> {
         .collect();
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_json_of_0_1_0_reads_and_the_setup_round_trips() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rundir-0.1.0");
+        let old = RunDir::at(&root.join("run_evaluation/demo"))
+            .meta()
+            .unwrap();
+        assert_eq!(old.run_id, "demo");
+        assert!(old.dataset_sha256.is_none() && old.setup.is_none());
+
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("data.jsonl"), "{}\n").unwrap();
+        let mut meta = RunMeta::new("r", &d.path().join("data.jsonl"));
+        assert_eq!(
+            meta.dataset_sha256.as_deref(),
+            Some("ca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356")
+        );
+        meta.setup = Some(RunSetup {
+            specs: vec![PathBuf::from("/s")],
+            mirror_dir: Some(PathBuf::from("/m")),
+            backend: Some("docker".into()),
+            docker: Some(DockerSetup {
+                memory: "2g".into(),
+                pids_limit: 64,
+                ..DockerSetup::default()
+            }),
+            ..RunSetup::default()
+        });
+        let rundir = RunDir::new(d.path(), "r");
+        rundir.create().unwrap();
+        rundir.write_meta(&meta).unwrap();
+        let back = rundir.meta().unwrap();
+        assert_eq!(back.setup, meta.setup);
+        assert_eq!(back.dataset_sha256, meta.dataset_sha256);
+    }
 }
