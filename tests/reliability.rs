@@ -581,7 +581,7 @@ fn docker_answers() -> bool {
 
 /// The scenario on the Docker backend: the audit reuses the backend
 /// and its options from run.json, flags the held-out failure, and with an
-/// environment that cannot be built (a Python no Debian suite has) it is
+/// environment that cannot be built (a Python found nowhere) it is
 /// inconclusive, exit 4; no container of either audit is left.
 #[test]
 fn docker_audit_rerun_reuses_backend_options_and_is_inconclusive_when_the_env_breaks() {
@@ -641,8 +641,9 @@ fn docker_audit_rerun_reuses_backend_options_and_is_inconclusive_when_the_env_br
     let held: Value = serde_json::from_str(&std::fs::read_to_string(held).unwrap()).unwrap();
     assert_eq!(held["backend"], "docker", "{held}");
 
-    // A Python version no Debian suite ships: the environment cannot build.
-    sb.write("specs/shapes.yaml", &spec.replace("3.11", "3.8"));
+    // A Python version found nowhere (no Debian suite ships it, no host
+    // build): the environment cannot build.
+    sb.write("specs/shapes.yaml", &spec.replace("3.11", "3.99"));
     let out = sb.run(&["audit", &run_dir, "--rerun"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(4), "{err}");
@@ -655,7 +656,7 @@ fn docker_audit_rerun_reuses_backend_options_and_is_inconclusive_when_the_env_br
     let last = err.lines().last().unwrap_or("");
     assert!(
         last.contains("m s-over: held_out: gold's held-out run: ")
-            && last.contains("Python 3.8")
+            && last.contains("Python 3.99")
             && last.contains("(environment_build_failed)"),
         "{last}"
     );
