@@ -278,12 +278,12 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
         "preds.jsonl",
         &["--timeout", "25", "--pids-limit", "256"],
     );
-    // w-py38 and w-setup end environment_build_failed by design: the run
+    // w-nopython and w-setup end environment_build_failed by design: the run
     // completes, and says those results are inconclusive (exit 4).
     assert_eq!(out.status.code(), Some(4));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("w-py38 (m) environment_build_failed")
+        stderr.contains("w-nopython (m) environment_build_failed")
             && stderr.contains("w-setup (m) environment_build_failed"),
         "{stderr}"
     );
