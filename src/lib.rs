@@ -16,6 +16,7 @@ pub mod outcome;
 pub mod parse;
 pub mod passk;
 pub mod patch;
+pub mod perf;
 pub mod plot;
 pub mod reaudit;
 pub mod repo;

@@ -1,0 +1,3 @@
+//! Efficiency measurement (issue 13).
+
+pub mod stats;
