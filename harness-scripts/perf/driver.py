@@ -24,7 +24,8 @@ Every run is its own process (fork/exec), started in the variant's tree (or
 the link) with the same environment for every variant; its wall time is
 measured with the monotonic clock around fork and wait4, its CPU time
 (user + sys) and peak RSS come from wait4's rusage, which includes the
-descendants it waited for. Warm-up runs are not printed. Measured rounds are
+descendants it waited for (peak RSS has a floor: the driver's own, printed
+as driver_rss_kb). Warm-up runs are not printed. Measured rounds are
 interleaved: each round runs every variant once, in an order shuffled with
 the plan's seed, so a drift in machine speed spreads over all variants
 instead of landing on one.
@@ -33,6 +34,7 @@ instead of landing on one.
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import subprocess
@@ -101,6 +103,9 @@ def fingerprint(perf_reason):
         "kernel": "%s %s %s" % (u.sysname, u.release, u.machine),
         "python": sys.version.split()[0],
         "load_before": loadavg(),
+        # A forked child starts as a copy of the driver, and the kernel keeps
+        # that copy's peak across exec: no run's peak RSS reads below this.
+        "driver_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "instructions": "available" if perf_reason is None else "unavailable: " + perf_reason,
     }
 

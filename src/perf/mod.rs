@@ -1,3 +1,4 @@
 //! Efficiency measurement (issue 13).
 
 pub mod stats;
+pub mod workload;
