@@ -35,6 +35,9 @@ const T2: [f64; 7] = [2.0, 3.0, 3.0, 4.0, 6.0, 6.0, 7.0];
 use Alternative::{Greater, Less, TwoSided};
 use MwuMethod::{Asymptotic, Exact};
 
+/// x, y, alternative, method, scipy's U, scipy's p.
+type Case<'a> = (&'a [f64], &'a [f64], Alternative, MwuMethod, f64, f64);
+
 /// Produced by:
 /// ```python
 /// from scipy.stats import mannwhitneyu
@@ -49,7 +52,7 @@ use MwuMethod::{Asymptotic, Exact};
 #[test]
 fn mann_whitney_matches_scipy_without_ties() {
     #[rustfmt::skip]
-    let cases: &[(&[f64], &[f64], Alternative, MwuMethod, f64, f64)] = &[
+    let cases: &[Case] = &[
         (&X, &Y, Greater, Exact, 100.0, 5.412544112234515e-06),
         (&X, &Y, Greater, Asymptotic, 100.0, 9.133589555477501e-05),
         (&X, &Y, Less, Exact, 100.0, 1.0),
