@@ -10,7 +10,7 @@
 //!   [`aggregate`] sums instances up;
 //! - [`render`]: the summary table, Markdown and SVG plots.
 
-// pub mod container;
+pub mod container;
 pub mod record;
 pub mod render;
 pub mod stats;
