@@ -573,7 +573,7 @@ mod tests {
                 name: "workload".into(),
                 file_name: "workload.py".into(),
                 body: "print(1)\n".into(),
-                interpreter: vec!["python".into()],
+                interpreter: vec!["python3".into()],
                 args: vec![],
             }],
         }
@@ -606,7 +606,7 @@ mod tests {
         assert_eq!(p["link"], "/testbed");
         assert_eq!(
             p["workload"][0]["argv"],
-            json!(["python", "/perf/w/workload.py"])
+            json!(["python3", "/perf/w/workload.py"])
         );
         assert_eq!(p["build"], json!(["bash", "-c", "make"]));
         let s = run_script(&variants(), &opts);

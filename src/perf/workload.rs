@@ -5,7 +5,7 @@
 //!    package and times a call; patchgrade's own datasets use the same field,
 //!    and a script starting with `#!` runs with the interpreter it names),
 //!    or GSO's `tests` (a list of Python performance-test scripts, each run as
-//!    `python test.py RESULT_FILE --file_prefix PREFIX`, as GSO's harness
+//!    `python3 test.py RESULT_FILE --file_prefix PREFIX`, as GSO's harness
 //!    does) with `prob_script` as the fallback when `tests` is empty.
 //! 2. Test ids: `perf_tests` (patchgrade), or SWE-Perf's `efficiency_test`.
 //! 3. The instance's FAIL_TO_PASS then PASS_TO_PASS tests.
@@ -77,7 +77,7 @@ impl WorkloadSource {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkloadItem {
     /// A script file, written into the container's script folder and run
-    /// with `interpreter` (e.g. `["python"]`) from the variant's tree.
+    /// with `interpreter` (e.g. `["python3"]`) from the variant's tree.
     Script {
         name: String,
         file_name: String,
@@ -259,7 +259,9 @@ fn script_item(name: &str, stem: &str, body: &str) -> WorkloadItem {
         .filter(|w| !w.is_empty());
     let (interpreter, ext) = match shebang {
         Some(w) if !w.iter().any(|x| x.contains("python")) => (w, "sh"),
-        _ => (vec!["python".to_string()], "py"),
+        // `python3`, not `python`: venvs and conda envs have both, a
+        // Debian image without an env has only `python3`.
+        _ => (vec!["python3".to_string()], "py"),
     };
     WorkloadItem::Script {
         name: name.to_string(),
@@ -277,7 +279,7 @@ fn gso_item(i: usize, body: &str) -> WorkloadItem {
         name: format!("gso_test_{i}"),
         file_name: format!("gso_test_{i}.py"),
         body: body.to_string(),
-        interpreter: vec!["python".to_string()],
+        interpreter: vec!["python3".to_string()],
         args: vec![
             format!("{{dir}}/gso_result_{i}.txt"),
             "--file_prefix".into(),
@@ -381,7 +383,7 @@ mod tests {
         assert_eq!(w.items.len(), 1);
         assert_eq!(
             w.items[0].argv("/perf/w"),
-            ["python", "/perf/w/workload.py"]
+            ["python3", "/perf/w/workload.py"]
         );
         // A shell script keeps its interpreter.
         let w = workload_of(
@@ -403,7 +405,7 @@ mod tests {
         assert_eq!(
             w.items[1].argv("/w"),
             [
-                "python",
+                "python3",
                 "/w/gso_test_1.py",
                 "/w/gso_result_1.txt",
                 "--file_prefix",

@@ -1,0 +1,288 @@
+//! `perf::container` on the real Docker engine: the perf demo's instance
+//! image is built by `patchgrade run --backend docker` (debootstrap path,
+//! as tests/docker.rs), the candidates are graded by that run, then base, an
+//! A/A copy, gold and the three candidates are measured in one container
+//! with the timing driver, and analysed.
+//!
+//! Without a daemon this test skips, printing why, unless
+//! PATCHGRADE_REQUIRE_DOCKER=1 (set by .ci/run), where it fails.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use patchgrade::dataset::{Dataset, Instance};
+use patchgrade::perf::container::{measure, variant_files, ContainerError, MeasureOptions};
+use patchgrade::perf::record::{Role, VariantInfo};
+use patchgrade::perf::stats::Verdict;
+use patchgrade::perf::workload::workload_of;
+use patchgrade::perf::{analyse, AnalysisOptions, Metric, Status};
+use patchgrade::spec::SpecSet;
+use serde_json::Value;
+
+fn docker_ready(test: &str) -> bool {
+    let ok = Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output();
+    let why = match ok {
+        Ok(o) if o.status.success() => return true,
+        Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        Err(e) => format!("cannot run docker: {e}"),
+    };
+    if std::env::var("PATCHGRADE_REQUIRE_DOCKER").as_deref() == Ok("1") {
+        panic!("{test}: PATCHGRADE_REQUIRE_DOCKER=1 but no Docker daemon answers: {why}");
+    }
+    eprintln!("SKIPPED {test}: no Docker daemon answers ({why}); set PATCHGRADE_REQUIRE_DOCKER=1 to make this a failure");
+    false
+}
+
+fn containers_of(run_id: &str) -> String {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "-q",
+            "--filter",
+            &format!("label=patchgrade.run_id={run_id}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn git(dir: &Path, args: &[&str], stdin: Option<&str>) {
+    use std::io::Write;
+    let mut c = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(s) = stdin {
+        c.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+    }
+    drop(c.stdin.take());
+    assert!(c.wait().unwrap().success(), "git {args:?}");
+}
+
+/// A checkout of base with `patch` applied (host side, as the engine does).
+fn tree(repo: &Path, root: &Path, name: &str, base: &str, patch: Option<&str>) -> PathBuf {
+    let d = root.join(name);
+    git(
+        repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            d.to_str().unwrap(),
+            base,
+        ],
+        None,
+    );
+    if let Some(p) = patch {
+        git(&d, &["apply", "-"], Some(p));
+    }
+    d
+}
+
+#[test]
+fn perf_demo_is_measured_in_one_container_per_instance() {
+    if !docker_ready("perf_demo_is_measured_in_one_container_per_instance") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let demo = project_root().join("instances/perf-demo");
+    let dataset = demo.join("dataset.jsonl");
+    let preds = demo.join("predictions.jsonl");
+    // The instance image, and the correctness of gold and the candidates.
+    for (run, p) in [
+        ("perf-gold", "gold"),
+        ("perf-cands", preds.to_str().unwrap()),
+    ] {
+        let out = sb.run(&[
+            "run",
+            "--dataset",
+            dataset.to_str().unwrap(),
+            "--predictions",
+            p,
+            "--run-id",
+            run,
+            "--backend",
+            "docker",
+            "--base-image",
+            "none",
+            "--cache-level",
+            "instance",
+        ]);
+        assert!(out.status.success());
+    }
+    let id = "patchgrade__demo-perf-1";
+    let gold_rec = sb.record("perf-gold", "gold", id);
+    assert_eq!(gold_rec["outcome"], "resolved");
+    // "image NAME sha256:..." (see DockerEnv::describe).
+    let env = gold_rec["environment"].as_str().unwrap().to_string();
+    let image = env.split_whitespace().nth(2).unwrap().to_string();
+    assert!(image.starts_with("sha256:"), "{env}");
+    let cand_dir = sb
+        .path()
+        .join("logs/run_evaluation/perf-cands/demo-perf-agent");
+    let resolved_of = |sample: &str| -> bool {
+        // One folder per sample; find the one whose patch is this sample's.
+        let preds: Vec<Value> = std::fs::read_to_string(&preds)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let patch = preds.iter().find(|p| p["sample_id"] == sample).unwrap()["model_patch"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        for e in std::fs::read_dir(&cand_dir).unwrap() {
+            let d = e.unwrap().path();
+            if std::fs::read_to_string(d.join("patch.diff"))
+                .ok()
+                .as_deref()
+                == Some(&patch)
+            {
+                let r: Value = serde_json::from_str(
+                    &std::fs::read_to_string(d.join("patchgrade.json")).unwrap(),
+                )
+                .unwrap();
+                return r["outcome"] == "resolved";
+            }
+        }
+        panic!("no evaluation of sample {sample} in {}", cand_dir.display());
+    };
+    let resolved: Vec<(String, bool)> = ["a", "b", "c"]
+        .iter()
+        .map(|s| (s.to_string(), resolved_of(s)))
+        .collect();
+    assert_eq!(
+        resolved,
+        [("a".into(), true), ("b".into(), true), ("c".into(), false)]
+    );
+
+    // Host side: one checkout per variant.
+    let inst: Instance = Dataset::load(&dataset).unwrap().get(id).unwrap().clone();
+    let repo = sb.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q"], None);
+    let fi = std::fs::read_to_string(demo.join("repos/patchgrade__demo-perf.fi")).unwrap();
+    git(&repo, &["fast-import", "--quiet"], Some(&fi));
+    let trees = sb.path().join("trees");
+    let preds_v: Vec<Value> = std::fs::read_to_string(&preds)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let patch_of = |s: &str| {
+        preds_v.iter().find(|p| p["sample_id"] == s).unwrap()["model_patch"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let mut variants = Vec::new();
+    let mut infos = Vec::new();
+    let plan: Vec<(&str, Role, Option<String>, Option<bool>)> = vec![
+        ("base", Role::Base, None, None),
+        ("base-aa", Role::BaseCopy, None, None),
+        ("gold", Role::Gold, Some(inst.patch.clone()), Some(true)),
+        (
+            "a",
+            Role::Candidate,
+            Some(patch_of("a")),
+            Some(resolved[0].1),
+        ),
+        (
+            "b",
+            Role::Candidate,
+            Some(patch_of("b")),
+            Some(resolved[1].1),
+        ),
+        (
+            "c",
+            Role::Candidate,
+            Some(patch_of("c")),
+            Some(resolved[2].1),
+        ),
+    ];
+    for (name, role, patch, res) in &plan {
+        let t = tree(&repo, &trees, name, &inst.base_commit, patch.as_deref());
+        variants.push(variant_files(name, &t).unwrap());
+        infos.push(VariantInfo {
+            name: name.to_string(),
+            role: *role,
+            model: (*role == Role::Candidate).then(|| "demo-perf-agent".to_string()),
+            resolved: *res,
+        });
+    }
+    assert!(variants[0].files.is_empty() && variants[0].delete.is_empty());
+    assert_eq!(variants[2].files.len(), 1, "gold changes wordfreq/core.py");
+
+    let specs = SpecSet::builtin().unwrap();
+    let spec = &specs.lookup(&inst.repo, &inst.version).unwrap().spec;
+    let workload = workload_of(&inst, spec).unwrap();
+    let run_id = format!("perf-test-{}", std::process::id());
+    let opts = MeasureOptions {
+        repeat: 5,
+        warmup: 1,
+        seed: 7,
+        cpuset: Some("0".into()),
+        env: spec.env.clone(),
+        run_id: run_id.clone(),
+        timeout: Duration::from_secs(600),
+        ..MeasureOptions::default()
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let docker = bollard::Docker::connect_with_local_defaults().unwrap();
+    let measured = rt
+        .block_on(measure(&docker, &image, &variants, &workload, &opts))
+        .unwrap_or_else(|e| panic!("measure: {e}"));
+    assert_eq!(containers_of(&run_id), "", "the container is removed");
+    let out = &measured.output;
+    eprintln!("{}", measured.driver_stdout);
+    assert_eq!(out.fingerprint.cpus_allowed, Some(1), "--cpuset-cpus 0");
+    assert!(
+        out.fingerprint.instructions == "available"
+            || out.fingerprint.instructions.starts_with("unavailable: "),
+        "{}",
+        out.fingerprint.instructions
+    );
+    assert_eq!(out.runs.len(), 6 * 5);
+    assert!(out.runs.iter().all(|r| r.exit_code == Some(0)), "{out:?}");
+
+    // CPU time: the machine running the tests is shared, and wall time
+    // under load says more about the neighbours than about the patch.
+    let aopts = AnalysisOptions {
+        metric: Metric::Cpu,
+        ..AnalysisOptions::default()
+    };
+    let a = analyse(&infos, out, workload.items.len(), 5, true, &aopts);
+    let v = |n: &str| a.variants.iter().find(|v| v.name == n).unwrap();
+    let gold = v("gold").comparison.clone().unwrap();
+    assert_eq!(gold.verdict, Verdict::Faster, "{a:#?}");
+    assert!(gold.speedup.point > 3.0, "{:?}", gold.speedup);
+    assert_eq!(v("b").comparison.as_ref().unwrap().verdict, Verdict::Slower);
+    assert!(matches!(v("c").status, Status::NotCredited { .. }));
+    assert!(v("c").comparison.as_ref().unwrap().speedup.point > 3.0);
+    // Candidate a (about 10% faster) is measured; its verdict is not
+    // asserted at five rounds on a shared machine.
+    assert!(v("a").stats.is_some());
+
+    // A measurement past its time limit is stopped, and its container goes.
+    let short = MeasureOptions {
+        timeout: Duration::from_secs(3),
+        run_id: format!("{run_id}-short"),
+        ..opts.clone()
+    };
+    let e = rt
+        .block_on(measure(&docker, &image, &variants, &workload, &short))
+        .unwrap_err();
+    assert!(matches!(e, ContainerError::Timeout(_)), "{e}");
+    assert_eq!(containers_of(&short.run_id), "");
+}
