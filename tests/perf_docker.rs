@@ -274,6 +274,61 @@ fn perf_demo_is_measured_in_one_container_per_instance() {
     // asserted at five rounds on a shared machine.
     assert!(v("a").stats.is_some());
 
+    // Without a `workload` field the tests are the workload, one process
+    // per test, with the test patch in every tree (base included); a build
+    // step runs in each tree first.
+    let mut by_tests = inst.clone();
+    by_tests.extra.remove("workload");
+    let tests = workload_of(&by_tests, spec).unwrap();
+    assert!(tests.needs_test_patch());
+    assert_eq!(tests.items.len(), 6, "{:?}", tests.items);
+    let mut tv = Vec::new();
+    for (name, patch) in [
+        ("base", None),
+        ("gold", Some(inst.patch.as_str())),
+        ("c", Some(patch_of("c")).as_deref()),
+    ] {
+        let t = tree(
+            &repo,
+            &sb.path().join("trees-t"),
+            name,
+            &inst.base_commit,
+            patch,
+        );
+        git(&t, &["apply", "-"], Some(&inst.test_patch));
+        tv.push(variant_files(name, &t).unwrap());
+    }
+    let topts = MeasureOptions {
+        repeat: 2,
+        warmup: 0,
+        build: Some("python3 -m compileall -q wordfreq && touch built-here".into()),
+        run_id: format!("{run_id}-tests"),
+        ..opts.clone()
+    };
+    let m = rt
+        .block_on(measure(&docker, &image, &tv, &tests, &topts))
+        .unwrap_or_else(|e| panic!("measure by tests: {e}"));
+    assert_eq!(containers_of(&topts.run_id), "");
+    let o = &m.output;
+    assert_eq!(o.builds.len(), 3);
+    assert!(o.builds.iter().all(|b| b.ok), "{:?}", o.builds);
+    assert_eq!(o.runs.len(), 3 * 6 * 2);
+    let f2p = &inst.fail_to_pass[0];
+    for r in &o.runs {
+        // The FAIL_TO_PASS test fails at base and with c, passes with gold;
+        // every other test passes everywhere.
+        let fails = &r.item == f2p && r.variant != "gold";
+        assert_eq!(r.exit_code == Some(0), !fails, "{r:?}");
+    }
+    let infos_t: Vec<VariantInfo> = infos
+        .iter()
+        .filter(|i| ["base", "gold", "c"].contains(&i.name.as_str()))
+        .cloned()
+        .collect();
+    let at = analyse(&infos_t, o, tests.items.len(), 2, false, &aopts);
+    let base_t = at.variants.iter().find(|v| v.name == "base").unwrap();
+    assert_eq!(base_t.stats.as_ref().unwrap().nonzero_exits, 2);
+
     // A measurement past its time limit is stopped, and its container goes.
     let short = MeasureOptions {
         timeout: Duration::from_secs(3),
