@@ -155,6 +155,27 @@ fn demo_shape_gets_the_expected_verdicts_and_gate() {
     let hm_all = 3.0 / (1.0 / sa + 1.0 / sb + gs);
     assert!((agent.hmean_relative_to_expert_all.unwrap() - hm_all).abs() < 1e-12);
     assert_eq!(agg["gold"].faster, 1);
+    // Opt@K: none of the agent's three attempts reaches gold; gold does.
+    assert_eq!(opt_at_k([&a], "agent", 1), Some(0.0));
+    assert_eq!(opt_at_k([&a], "agent", 3), Some(0.0));
+    assert_eq!(opt_at_k([&a], "agent", 4), None, "fewer attempts than k");
+    assert_eq!(opt_at_k([&a], "gold", 1), Some(1.0));
+}
+
+#[test]
+fn opt_at_k_counts_attempts_that_reach_the_expert() {
+    let (mut variants, mut out) = demo(0.01);
+    // A fourth attempt as fast as gold: 1 of 4 reaches the expert.
+    variants.push(info("d", Role::Candidate, Some(true)));
+    out.runs.extend(runs("d", 0.079, 0.01, 10, 7));
+    let a = analyse(&variants, &out, 1, 10, true, &AnalysisOptions::default());
+    assert_eq!(opt_at_k([&a], "agent", 1), Some(0.25));
+    // pass@2 with n = 4, c = 1: 1 - C(3,2)/C(4,2) = 0.5
+    assert!((opt_at_k([&a], "agent", 2).unwrap() - 0.5).abs() < 1e-12);
+    assert_eq!(
+        aggregate([&a])["agent"].share_reaching_expert,
+        Some(1.0 / 3.0)
+    );
 }
 
 #[test]

@@ -515,6 +515,52 @@ pub fn aggregate<'a>(
         .collect()
 }
 
+/// GSO's Opt@K for one group (a model's candidates, keyed as in
+/// [`aggregate`]): over the instances where gold is measurably faster, the
+/// unbiased pass@k estimator with "reaches the expert" as the success (an
+/// attempt that is not credited or not scored is a failure). `None` when no
+/// instance has a reference or one has fewer than `k` attempts.
+pub fn opt_at_k<'a>(
+    instances: impl IntoIterator<Item = &'a InstanceAnalysis>,
+    group: &str,
+    k: u64,
+) -> Option<f64> {
+    let mut values = Vec::new();
+    for inst in instances {
+        let attempts: Vec<&VariantResult> = inst
+            .variants
+            .iter()
+            .filter(|v| match v.role {
+                Role::Gold => group == "gold",
+                Role::Candidate => v.model.as_deref().unwrap_or("candidate") == group,
+                _ => false,
+            })
+            .collect();
+        let has_reference = inst.variants.iter().any(|v| {
+            v.comparison
+                .as_ref()
+                .is_some_and(|c| c.reaches_expert.is_some())
+        });
+        if attempts.is_empty() || !has_reference {
+            continue;
+        }
+        let c = attempts
+            .iter()
+            .filter(|v| {
+                v.comparison
+                    .as_ref()
+                    .is_some_and(|c| c.reaches_expert == Some(true))
+            })
+            .count();
+        values.push(crate::metrics::pass_at_k(
+            attempts.len() as u64,
+            c as u64,
+            k,
+        )?);
+    }
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
 #[cfg(test)]
 #[path = "analysis_tests.rs"]
 mod tests;
