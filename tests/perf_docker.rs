@@ -9,17 +9,18 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 use patchgrade::dataset::{Dataset, Instance};
-use patchgrade::perf::container::{measure, variant_files, ContainerError, MeasureOptions};
+use patchgrade::perf::container::{measure, ContainerError, MeasureOptions, VariantFiles};
 use patchgrade::perf::record::{Role, VariantInfo};
 use patchgrade::perf::stats::Verdict;
+use patchgrade::perf::variants::{prepare, PatchVariant};
 use patchgrade::perf::workload::workload_of;
 use patchgrade::perf::{analyse, AnalysisOptions, Metric, Status};
+use patchgrade::repo::{RepoCache, RepoSources};
 use patchgrade::spec::SpecSet;
 use serde_json::Value;
 
@@ -52,42 +53,6 @@ fn containers_of(run_id: &str) -> String {
         .unwrap();
     assert!(out.status.success());
     String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn git(dir: &Path, args: &[&str], stdin: Option<&str>) {
-    use std::io::Write;
-    let mut c = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(s) = stdin {
-        c.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
-    }
-    drop(c.stdin.take());
-    assert!(c.wait().unwrap().success(), "git {args:?}");
-}
-
-/// A checkout of base with `patch` applied (host side, as the engine does).
-fn tree(repo: &Path, root: &Path, name: &str, base: &str, patch: Option<&str>) -> PathBuf {
-    let d = root.join(name);
-    git(
-        repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "--detach",
-            d.to_str().unwrap(),
-            base,
-        ],
-        None,
-    );
-    if let Some(p) = patch {
-        git(&d, &["apply", "-"], Some(p));
-    }
-    d
 }
 
 #[test]
@@ -167,14 +132,14 @@ fn perf_demo_is_measured_in_one_container_per_instance() {
         [("a".into(), true), ("b".into(), true), ("c".into(), false)]
     );
 
-    // Host side: one checkout per variant.
+    // Host side: one checkout per variant, from the demo's shipped history.
     let inst: Instance = Dataset::load(&dataset).unwrap().get(id).unwrap().clone();
-    let repo = sb.path().join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q"], None);
-    let fi = std::fs::read_to_string(demo.join("repos/patchgrade__demo-perf.fi")).unwrap();
-    git(&repo, &["fast-import", "--quiet"], Some(&fi));
-    let trees = sb.path().join("trees");
+    let repos = RepoCache::new(RepoSources {
+        cache: sb.cache(),
+        mirror_dir: None,
+        export_dirs: vec![demo.join("repos")],
+        url_template: "file:///nonexistent/{repo}".into(),
+    });
     let preds_v: Vec<Value> = std::fs::read_to_string(&preds)
         .unwrap()
         .lines()
@@ -186,41 +151,30 @@ fn perf_demo_is_measured_in_one_container_per_instance() {
             .unwrap()
             .to_string()
     };
-    let mut variants = Vec::new();
-    let mut infos = Vec::new();
-    let plan: Vec<(&str, Role, Option<String>, Option<bool>)> = vec![
-        ("base", Role::Base, None, None),
-        ("base-aa", Role::BaseCopy, None, None),
-        ("gold", Role::Gold, Some(inst.patch.clone()), Some(true)),
-        (
-            "a",
-            Role::Candidate,
-            Some(patch_of("a")),
-            Some(resolved[0].1),
-        ),
-        (
-            "b",
-            Role::Candidate,
-            Some(patch_of("b")),
-            Some(resolved[1].1),
-        ),
-        (
-            "c",
-            Role::Candidate,
-            Some(patch_of("c")),
-            Some(resolved[2].1),
-        ),
+    let patched = |name: &str, role: Role, patch: String, resolved: bool| PatchVariant {
+        info: VariantInfo {
+            name: name.into(),
+            role,
+            model: (role == Role::Candidate).then(|| "demo-perf-agent".to_string()),
+            resolved: Some(resolved),
+        },
+        patch: Some(patch),
+    };
+    let plan = vec![
+        PatchVariant::base(),
+        PatchVariant::base_copy(),
+        patched("gold", Role::Gold, inst.patch.clone(), true),
+        patched("a", Role::Candidate, patch_of("a"), resolved[0].1),
+        patched("b", Role::Candidate, patch_of("b"), resolved[1].1),
+        patched("c", Role::Candidate, patch_of("c"), resolved[2].1),
     ];
-    for (name, role, patch, res) in &plan {
-        let t = tree(&repo, &trees, name, &inst.base_commit, patch.as_deref());
-        variants.push(variant_files(name, &t).unwrap());
-        infos.push(VariantInfo {
-            name: name.to_string(),
-            role: *role,
-            model: (*role == Role::Candidate).then(|| "demo-perf-agent".to_string()),
-            resolved: *res,
-        });
-    }
+    let infos: Vec<VariantInfo> = plan.iter().map(|v| v.info.clone()).collect();
+    let variants: Vec<VariantFiles> =
+        prepare(&repos, &inst, &sb.path().join("trees"), &plan, false)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.unwrap())
+            .collect();
     assert!(variants[0].files.is_empty() && variants[0].delete.is_empty());
     assert_eq!(variants[2].files.len(), 1, "gold changes wordfreq/core.py");
 
@@ -282,22 +236,16 @@ fn perf_demo_is_measured_in_one_container_per_instance() {
     let tests = workload_of(&by_tests, spec).unwrap();
     assert!(tests.needs_test_patch());
     assert_eq!(tests.items.len(), 6, "{:?}", tests.items);
-    let mut tv = Vec::new();
-    for (name, patch) in [
-        ("base", None),
-        ("gold", Some(inst.patch.as_str())),
-        ("c", Some(patch_of("c")).as_deref()),
-    ] {
-        let t = tree(
-            &repo,
-            &sb.path().join("trees-t"),
-            name,
-            &inst.base_commit,
-            patch,
-        );
-        git(&t, &["apply", "-"], Some(&inst.test_patch));
-        tv.push(variant_files(name, &t).unwrap());
-    }
+    let subset: Vec<PatchVariant> = plan
+        .iter()
+        .filter(|v| ["base", "gold", "c"].contains(&v.info.name.as_str()))
+        .cloned()
+        .collect();
+    let tv: Vec<VariantFiles> = prepare(&repos, &inst, &sb.path().join("trees-t"), &subset, true)
+        .unwrap()
+        .into_iter()
+        .map(|v| v.unwrap())
+        .collect();
     let topts = MeasureOptions {
         repeat: 2,
         warmup: 0,

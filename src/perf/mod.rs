@@ -1,6 +1,8 @@
 //! Efficiency: what a patch does to the runtime of an instance's workload.
 //!
 //! - [`workload`]: which processes are timed for an instance;
+//! - [`variants`]: a checkout per variant on the host, its patch (and the
+//!   test patch) applied, and the files it changes;
 //! - `harness-scripts/perf/driver.py`: runs them in the container, all
 //!   variants interleaved, and prints one JSON line per run;
 //! - [`container`]: one container per instance holding every variant's tree;
@@ -14,6 +16,7 @@ pub mod container;
 pub mod record;
 pub mod render;
 pub mod stats;
+pub mod variants;
 pub mod workload;
 
 use std::collections::BTreeMap;
