@@ -15,11 +15,12 @@ use std::time::Duration;
 use common::*;
 use patchgrade::dataset::{Dataset, Instance};
 use patchgrade::perf::container::{measure, ContainerError, MeasureOptions, VariantFiles};
-use patchgrade::perf::record::{Role, VariantInfo};
+use patchgrade::perf::instance::{measure_instance, PerfJob};
+use patchgrade::perf::record::{PerfRecord, Role, VariantInfo};
 use patchgrade::perf::stats::Verdict;
 use patchgrade::perf::variants::{prepare, PatchVariant};
 use patchgrade::perf::workload::workload_of;
-use patchgrade::perf::{analyse, AnalysisOptions, Metric, Status};
+use patchgrade::perf::{aggregate, analyse, render, AnalysisOptions, Metric, Status};
 use patchgrade::repo::{RepoCache, RepoSources};
 use patchgrade::spec::SpecSet;
 use serde_json::Value;
@@ -169,54 +170,69 @@ fn perf_demo_is_measured_in_one_container_per_instance() {
         patched("c", Role::Candidate, patch_of("c"), resolved[2].1),
     ];
     let infos: Vec<VariantInfo> = plan.iter().map(|v| v.info.clone()).collect();
-    let variants: Vec<VariantFiles> =
-        prepare(&repos, &inst, &sb.path().join("trees"), &plan, false)
-            .unwrap()
-            .into_iter()
-            .map(|v| v.unwrap())
-            .collect();
-    assert!(variants[0].files.is_empty() && variants[0].delete.is_empty());
-    assert_eq!(variants[2].files.len(), 1, "gold changes wordfreq/core.py");
+    // A candidate whose patch does not apply is left out, with a note.
+    let mut with_broken = plan.clone();
+    with_broken.push(patched(
+        "x",
+        Role::Candidate,
+        "diff --git a/wordfreq/core.py b/wordfreq/core.py\n--- a/wordfreq/core.py\n+++ b/wordfreq/core.py\n@@ -1 +1 @@\n-no such line\n+x\n".into(),
+        false,
+    ));
 
     let specs = SpecSet::builtin().unwrap();
     let spec = &specs.lookup(&inst.repo, &inst.version).unwrap().spec;
-    let workload = workload_of(&inst, spec).unwrap();
     let run_id = format!("perf-test-{}", std::process::id());
     let opts = MeasureOptions {
         repeat: 5,
         warmup: 1,
         seed: 7,
         cpuset: Some("0".into()),
-        env: spec.env.clone(),
         run_id: run_id.clone(),
         timeout: Duration::from_secs(600),
         ..MeasureOptions::default()
-    };
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let docker = bollard::Docker::connect_with_local_defaults().unwrap();
-    let measured = rt
-        .block_on(measure(&docker, &image, &variants, &workload, &opts))
-        .unwrap_or_else(|e| panic!("measure: {e}"));
-    assert_eq!(containers_of(&run_id), "", "the container is removed");
-    let out = &measured.output;
-    eprintln!("{}", measured.driver_stdout);
-    assert_eq!(out.fingerprint.cpus_allowed, Some(1), "--cpuset-cpus 0");
-    assert!(
-        out.fingerprint.instructions == "available"
-            || out.fingerprint.instructions.starts_with("unavailable: "),
-        "{}",
-        out.fingerprint.instructions
-    );
-    assert_eq!(out.runs.len(), 6 * 5);
-    assert!(out.runs.iter().all(|r| r.exit_code == Some(0)), "{out:?}");
-
+    }
+    .with_spec(spec, None);
     // CPU time: the machine running the tests is shared, and wall time
     // under load says more about the neighbours than about the patch.
     let aopts = AnalysisOptions {
         metric: Metric::Cpu,
         ..AnalysisOptions::default()
     };
-    let a = analyse(&infos, out, workload.items.len(), 5, true, &aopts);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let docker = bollard::Docker::connect_with_local_defaults().unwrap();
+    let job = PerfJob {
+        image: &image,
+        repos: &repos,
+        instance: &inst,
+        spec,
+        variants: &with_broken,
+        workdir: &sb.path().join("trees"),
+    };
+    let record = rt
+        .block_on(measure_instance(&docker, job, &opts, &aopts))
+        .unwrap_or_else(|e| panic!("measure: {e}"));
+    assert_eq!(containers_of(&run_id), "", "the container is removed");
+    let f = &record.fingerprint;
+    assert_eq!(f.cpus_allowed, Some(1), "--cpuset-cpus 0");
+    assert!(
+        f.instructions == "available" || f.instructions.starts_with("unavailable: "),
+        "{}",
+        f.instructions
+    );
+    assert_eq!(record.variants, infos, "x is not measured");
+    assert_eq!(record.runs.len(), 6 * 5);
+    assert!(
+        record.runs.iter().all(|r| r.exit_code == Some(0)),
+        "{record:?}"
+    );
+    let a = &record.analysis;
+    assert!(
+        a.notes
+            .iter()
+            .any(|n| n.starts_with("not measured: variant x: its patch cannot be used")),
+        "{:?}",
+        a.notes
+    );
     let v = |n: &str| a.variants.iter().find(|v| v.name == n).unwrap();
     let gold = v("gold").comparison.clone().unwrap();
     assert_eq!(gold.verdict, Verdict::Faster, "{a:#?}");
@@ -227,6 +243,27 @@ fn perf_demo_is_measured_in_one_container_per_instance() {
     // Candidate a (about 10% faster) is measured; its verdict is not
     // asserted at five rounds on a shared machine.
     assert!(v("a").stats.is_some());
+    // perf.json reads back (floats to the last bit or so: serde_json's
+    // default parser is not correctly rounded); the reports render.
+    let json = serde_json::to_string_pretty(&record).unwrap();
+    let back: PerfRecord = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.variants, record.variants);
+    assert_eq!(back.runs.len(), record.runs.len());
+    for (x, y) in back.analysis.variants.iter().zip(&record.analysis.variants) {
+        assert_eq!(x.status, y.status);
+        assert_eq!(
+            x.comparison.as_ref().map(|c| c.verdict),
+            y.comparison.as_ref().map(|c| c.verdict)
+        );
+    }
+    eprintln!("{}", render::table(std::slice::from_ref(&record)));
+    let files = render::report_files(
+        "perf demo",
+        std::slice::from_ref(&record),
+        &aggregate([&record.analysis]),
+    )
+    .unwrap();
+    assert_eq!(files.len(), 2);
 
     // Without a `workload` field the tests are the workload, one process
     // per test, with the test patch in every tree (base included); a build
@@ -234,6 +271,7 @@ fn perf_demo_is_measured_in_one_container_per_instance() {
     let mut by_tests = inst.clone();
     by_tests.extra.remove("workload");
     let tests = workload_of(&by_tests, spec).unwrap();
+    let workload = workload_of(&inst, spec).unwrap();
     assert!(tests.needs_test_patch());
     assert_eq!(tests.items.len(), 6, "{:?}", tests.items);
     let subset: Vec<PatchVariant> = plan
@@ -284,7 +322,7 @@ fn perf_demo_is_measured_in_one_container_per_instance() {
         ..opts.clone()
     };
     let e = rt
-        .block_on(measure(&docker, &image, &variants, &workload, &short))
+        .block_on(measure(&docker, &image, &tv, &workload, &short))
         .unwrap_err();
     assert!(matches!(e, ContainerError::Timeout(_)), "{e}");
     assert_eq!(containers_of(&short.run_id), "");

@@ -6,6 +6,7 @@
 //! - `harness-scripts/perf/driver.py`: runs them in the container, all
 //!   variants interleaved, and prints one JSON line per run;
 //! - [`container`]: one container per instance holding every variant's tree;
+//! - [`instance`]: all of it for one instance, ending in its perf.json record;
 //! - [`record`]: the driver's lines and perf.json, typed;
 //! - [`stats`]: the statistics; [`analyse`] (here) turns measurements into
 //!   per-variant statistics, verdicts and the correctness gate, and
@@ -13,6 +14,7 @@
 //! - [`render`]: the summary table, Markdown and SVG plots.
 
 pub mod container;
+pub mod instance;
 pub mod record;
 pub mod render;
 pub mod stats;
@@ -369,7 +371,7 @@ pub fn analyse(
         let status = match v.role {
             Role::Base | Role::BaseCopy => Status::Reference,
             _ if v.resolved == Some(false) => Status::NotCredited {
-                reason: "did not resolve the instance: reported, not credited".into(),
+                reason: "did not resolve the instance".into(),
             },
             _ => {
                 if let Some(p) = measured_problem.or_else(|| base_problem.clone()) {
