@@ -221,6 +221,12 @@ fn perf_demo_is_measured_in_one_container_per_instance() {
     );
     assert_eq!(record.variants, infos, "x is not measured");
     assert_eq!(record.runs.len(), 6 * 5);
+    assert_eq!(record.warmups.len(), 6);
+    // Printed, not asserted: speed is for benchmarks, not tests.
+    eprintln!(
+        "elapsed {:?} s, overhead per variant and run {:?} s",
+        record.elapsed_s, record.overhead_per_run_s
+    );
     assert!(
         record.runs.iter().all(|r| r.exit_code == Some(0)),
         "{record:?}"

@@ -106,9 +106,14 @@ fn driver_measures_interleaved_runs_of_each_variant() {
         assert_eq!(end["type"], "end");
         assert_eq!(end["load_after"].as_array().unwrap().len(), 3);
 
-        // Warm-ups are not printed: 6 rounds x 2 variants.
+        // 6 rounds x 2 variants, and 2 warm-ups per variant before them.
         let rs = runs(&lines);
         assert_eq!(rs.len(), 12, "{python}");
+        let warm: Vec<&Value> = lines.iter().filter(|l| l["type"] == "warmup").collect();
+        assert_eq!(warm.len(), 4);
+        let first_run = lines.iter().position(|l| l["type"] == "run").unwrap();
+        let last_warm = lines.iter().rposition(|l| l["type"] == "warmup").unwrap();
+        assert!(last_warm < first_run, "warm-ups come first");
         // Each round runs each variant once.
         let mut per_round: BTreeMap<u64, Vec<String>> = BTreeMap::new();
         for r in &rs {

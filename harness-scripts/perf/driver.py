@@ -17,6 +17,7 @@ the workload (commands), the repetitions and the environment:
 Output, one JSON object per line on stdout:
     {"type": "fingerprint", ...}         first: CPU, cores, kernel, load, perf
     {"type": "build", ...}               per variant with a build step
+    {"type": "warmup", ...}              per warm-up run (not analysed)
     {"type": "run", ...}                 per measured run
     {"type": "end", "load_after": ...}   last
 
@@ -25,7 +26,7 @@ the link) with the same environment for every variant; its wall time is
 measured with the monotonic clock around fork and wait4, its CPU time
 (user + sys) and peak RSS come from wait4's rusage, which includes the
 descendants it waited for (peak RSS has a floor: the driver's own, printed
-as driver_rss_kb). Warm-up runs are not printed. Measured rounds are
+as driver_rss_kb). Warm-up runs are printed as such and not analysed. Measured rounds are
 interleaved: each round runs every variant once, in an order shuffled with
 the plan's seed, so a drift in machine speed spreads over all variants
 instead of landing on one.
@@ -261,9 +262,17 @@ def main():
     live = [v for v in variants if v["name"] not in broken]
     for v in live:
         for item_index, item in enumerate(workload):
-            for _ in range(warmup):
+            for w in range(warmup):
                 cwd = prepare(v)
-                run_once(item["argv"], cwd, env, log_path(v, item_index, "warmup"), timeout)
+                path = log_path(v, item_index, "warmup")
+                r = run_once(item["argv"], cwd, env, path, timeout)
+                r.update({
+                    "type": "warmup", "variant": v["name"], "item": item["name"],
+                    "item_index": item_index, "round": w, "position": 0,
+                })
+                if r["exit_code"] != 0:
+                    r["output_tail"] = tail(path)
+                emit(r)
 
     rng = random.Random(int(plan.get("seed", 0)))
     for rnd in range(repeat):

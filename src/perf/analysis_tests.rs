@@ -75,6 +75,7 @@ fn demo(aa_spread: f64) -> (Vec<VariantInfo>, DriverOutput) {
     let out = DriverOutput {
         fingerprint: fingerprint(0.5),
         builds: Vec::new(),
+        warmups: Vec::new(),
         runs: all,
     };
     (variants, out)

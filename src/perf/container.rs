@@ -194,6 +194,28 @@ pub struct Measured {
     pub elapsed: Duration,
 }
 
+impl Measured {
+    /// Everything but the timed processes and the builds (creating the
+    /// container, copying trees, starting the driver, fork/exec/wait,
+    /// removal), spread over every run and warm-up: the measurement's
+    /// overhead per variant and repetition.
+    pub fn overhead_per_run(&self) -> Option<f64> {
+        let o = &self.output;
+        let n = o.runs.len() + o.warmups.len();
+        if n == 0 {
+            return None;
+        }
+        let timed: f64 = o
+            .runs
+            .iter()
+            .chain(&o.warmups)
+            .map(|r| r.wall_s)
+            .sum::<f64>()
+            + o.builds.iter().map(|b| b.wall_s).sum::<f64>();
+        Some((self.elapsed.as_secs_f64() - timed).max(0.0) / n as f64)
+    }
+}
+
 fn check_names(variants: &[VariantFiles]) -> Result<(), ContainerError> {
     if variants.is_empty() {
         return Err(ContainerError::NoVariants);

@@ -133,6 +133,8 @@ pub async fn measure_instance(
         analysis_opts,
     );
     analysis.notes.extend(notes);
+    let overhead = measured.overhead_per_run();
+    let elapsed = measured.elapsed.as_secs_f64();
     let out = measured.output;
     Ok(PerfRecord {
         schema_version: SCHEMA_VERSION,
@@ -151,7 +153,10 @@ pub async fn measure_instance(
         variants: infos,
         fingerprint: out.fingerprint,
         builds: out.builds,
+        warmups: out.warmups,
         runs: out.runs,
+        elapsed_s: Some(elapsed),
+        overhead_per_run_s: overhead,
         analysis,
     })
 }

@@ -100,6 +100,9 @@ impl RunSample {
 pub struct DriverOutput {
     pub fingerprint: Fingerprint,
     pub builds: Vec<BuildResult>,
+    /// Warm-up runs (their `round` counts warm-ups); never analysed.
+    #[serde(default)]
+    pub warmups: Vec<RunSample>,
     pub runs: Vec<RunSample>,
 }
 
@@ -108,6 +111,7 @@ pub struct DriverOutput {
 enum Line {
     Fingerprint(Fingerprint),
     Build(BuildResult),
+    Warmup(RunSample),
     Run(RunSample),
     End { load_after: Option<Vec<f64>> },
 }
@@ -118,6 +122,7 @@ enum Line {
 pub fn parse_driver_output(text: &str) -> Result<DriverOutput, RecordError> {
     let mut fingerprint: Option<Fingerprint> = None;
     let mut builds = Vec::new();
+    let mut warmups = Vec::new();
     let mut runs = Vec::new();
     let mut ended = false;
     for (i, raw) in text.lines().enumerate() {
@@ -131,6 +136,7 @@ pub fn parse_driver_output(text: &str) -> Result<DriverOutput, RecordError> {
         match line {
             Line::Fingerprint(f) => fingerprint = Some(f),
             Line::Build(b) => builds.push(b),
+            Line::Warmup(r) => warmups.push(r),
             Line::Run(r) => runs.push(r),
             Line::End { load_after } => {
                 ended = true;
@@ -151,6 +157,7 @@ pub fn parse_driver_output(text: &str) -> Result<DriverOutput, RecordError> {
     Ok(DriverOutput {
         fingerprint,
         builds,
+        warmups,
         runs,
     })
 }
@@ -203,7 +210,16 @@ pub struct PerfRecord {
     pub variants: Vec<VariantInfo>,
     pub fingerprint: Fingerprint,
     pub builds: Vec<BuildResult>,
+    #[serde(default)]
+    pub warmups: Vec<RunSample>,
     pub runs: Vec<RunSample>,
+    /// Container created to container removed, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_s: Option<f64>,
+    /// Everything but the timed processes and the builds (container, trees,
+    /// driver), per variant and run (warm-ups included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_per_run_s: Option<f64>,
     pub analysis: InstanceAnalysis,
 }
 
@@ -213,6 +229,7 @@ mod tests {
 
     const OUT: &str = r#"{"cores": 2, "cpu_model": "AMD EPYC", "cpus_allowed": 1, "driver_rss_kb": 14796, "instructions": "unavailable: perf is not installed", "kernel": "Linux 6.1 x86_64", "load_before": [2.5, 1.0, 0.5], "python": "3.11.2", "type": "fingerprint"}
 {"exit_code": 1, "ok": false, "output_tail": "boom", "timed_out": false, "type": "build", "variant": "c", "wall_s": 0.1, "cpu_s": 0.1, "user_s": 0.1, "sys_s": 0.0, "max_rss_kb": 1, "signal": null}
+{"cpu_s": 0.3, "exit_code": 0, "item": "workload", "item_index": 0, "max_rss_kb": 20000, "position": 0, "round": 0, "signal": null, "sys_s": 0.01, "timed_out": false, "type": "warmup", "user_s": 0.29, "variant": "base", "wall_s": 0.31}
 {"cpu_s": 0.25, "exit_code": 0, "item": "workload", "item_index": 0, "max_rss_kb": 20000, "position": 1, "round": 0, "signal": null, "sys_s": 0.01, "timed_out": false, "type": "run", "user_s": 0.24, "variant": "base", "wall_s": 0.26}
 {"load_after": [1.5, 1.0, 0.5], "type": "end"}
 "#;
@@ -227,6 +244,8 @@ mod tests {
         assert!(!d.builds[0].ok);
         assert_eq!(d.runs.len(), 1);
         assert_eq!(d.runs[0].wall_s, 0.26);
+        assert_eq!(d.warmups.len(), 1);
+        assert_eq!(d.warmups[0].wall_s, 0.31);
         assert!(!d.runs[0].aborted());
     }
 
@@ -237,8 +256,8 @@ mod tests {
             "Traceback (most recent call last)\n{\"load_after\"",
         );
         let e = parse_driver_output(&bad).unwrap_err();
-        assert!(matches!(e, RecordError::Line { line: 4, .. }), "{e}");
-        let cut: String = OUT.lines().take(3).map(|l| format!("{l}\n")).collect();
+        assert!(matches!(e, RecordError::Line { line: 5, .. }), "{e}");
+        let cut: String = OUT.lines().take(4).map(|l| format!("{l}\n")).collect();
         assert_eq!(
             parse_driver_output(&cut).unwrap_err(),
             RecordError::Incomplete("no end line after 1 runs (the driver stopped early)".into())

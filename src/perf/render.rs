@@ -402,6 +402,7 @@ mod tests {
         let out = DriverOutput {
             fingerprint: fp,
             builds: vec![],
+            warmups: vec![],
             runs,
         };
         let options = AnalysisOptions::default();
@@ -419,7 +420,10 @@ mod tests {
             variants,
             fingerprint: out.fingerprint,
             builds: vec![],
+            warmups: vec![],
             runs: out.runs,
+            elapsed_s: None,
+            overhead_per_run_s: None,
             analysis,
         }
     }
