@@ -248,6 +248,10 @@ fn failing_tests_are_counted_not_fatal_but_a_failing_script_is() {
         10
     );
     assert_eq!(by_name(&tests, "gold").status, Status::Scored);
+    assert!(tests.notes.contains(
+        &"gold: 0 runs exited non-zero (base: 10); failing and passing runs are timed alike"
+            .to_string()
+    ));
     let script = analyse(&variants, &out, 1, 10, true, &AnalysisOptions::default());
     assert!(script.notes[0].starts_with("base could not be measured: workload workload failed"));
     assert!(matches!(

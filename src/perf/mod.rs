@@ -328,6 +328,20 @@ pub fn analyse(
             comparisons.insert(&v.name, c);
         }
     }
+    // Tests as the workload: a test failing in one variant and passing in
+    // another is timed alike; say so where it happens.
+    if let Some(bs) = base_stats {
+        for v in variants.iter().filter(|v| v.role != Role::Base) {
+            if let Some(Ok(s)) = stats_of.get(v.name.as_str()) {
+                if s.nonzero_exits != bs.nonzero_exits {
+                    notes.push(format!(
+                        "{}: {} runs exited non-zero (base: {}); failing and passing runs are timed alike",
+                        v.name, s.nonzero_exits, bs.nonzero_exits
+                    ));
+                }
+            }
+        }
+    }
     let aa = variants
         .iter()
         .find(|v| v.role == Role::BaseCopy)
