@@ -75,7 +75,7 @@ row = {
     "test_patch": test,
     "problem_statement": (
         "top_words() is slow on large texts, and ties come out in no useful order\n\n"
-        "Ranking the words of a 22,000-word text takes almost half a second, and a book "
+        "Ranking the words of an 18,000-word text takes almost half a second, and a book "
         "takes minutes: `top_words` rescans the whole word list for every distinct word. "
         "It should take time roughly linear in the length of the text.\n\n"
         "Also, words with the same count come out in the order they first appear; they "

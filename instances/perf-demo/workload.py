@@ -1,5 +1,5 @@
 # Workload of the perf demo (patchgrade__demo-perf-1): the ranking of a
-# 22,000-word text with a 2,500-word vocabulary, Zipf-like frequencies,
+# 18,000-word text with a 7,000-word vocabulary, Zipf-like frequencies,
 # generated deterministically (same text in every run and every variant).
 # It runs from the tree being measured, which is the working directory.
 import os
@@ -11,7 +11,7 @@ from wordfreq import top_words  # noqa: E402
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "so"]
 
 
-def make_text(n_words=22000, vocab=2500, seed=12345):
+def make_text(n_words=18000, vocab=7000, seed=12345):
     words = []
     for i in range(vocab):
         w, j = "", i
@@ -22,7 +22,7 @@ def make_text(n_words=22000, vocab=2500, seed=12345):
     x, out = seed, []
     for _ in range(n_words):
         x = (x * 1103515245 + 12345) % 2**31
-        out.append(words[int(vocab * (x / 2**31) ** 6)])
+        out.append(words[int(vocab * (x / 2**31) ** 13)])
     return " ".join(out)
 
 
