@@ -198,9 +198,11 @@ fn driver_builds_each_variant_through_the_link_and_drops_broken_ones() {
             "build": ["bash", "-c", build],
             "workload": [
                 {"name": "work", "argv": [&python, "work.py"]},
-                {"name": "sleepy", "argv": [&python, "-c", "import time; time.sleep(30)"]},
+                // Its own short limit; the rest keep the plan's long one, so a
+                // slow start on a busy machine never reads as a timeout.
+                {"name": "sleepy", "argv": [&python, "-c", "import time; time.sleep(60)"], "timeout": 1},
             ],
-            "repeat": 2, "warmup": 0, "seed": 1, "timeout": 2,
+            "repeat": 2, "warmup": 0, "seed": 1, "timeout": 120,
             "log_dir": root.join("logs"),
         });
         let lines = run_driver(&python, &plan, root);
@@ -226,7 +228,7 @@ fn driver_builds_each_variant_through_the_link_and_drops_broken_ones() {
             if r["item"] == "sleepy" {
                 assert_eq!(r["timed_out"], true, "{r}");
                 assert_eq!(r["signal"], 9);
-                assert!(r["wall_s"].as_f64().unwrap() < 5.0);
+                assert!(r["wall_s"].as_f64().unwrap() < 30.0);
             } else {
                 assert_eq!(r["exit_code"], 0, "{r}");
             }

@@ -9,7 +9,8 @@ the workload (commands), the repetitions and the environment:
     {"variants": [{"name": "base", "dir": "/perf/trees/base"}, ...],
      "link": "/testbed",            # optional: a symlink pointed at the
                                     # variant's tree before each of its runs
-     "workload": [{"name": "workload", "argv": ["python", "/perf/w/0.py"]}],
+     "workload": [{"name": "workload", "argv": ["python", "/perf/w/0.py"],
+                   "timeout": 600}],   # optional per item; else the plan's
      "build": ["bash", "-c", "..."], # optional, once per variant, untimed
      "repeat": 10, "warmup": 1, "seed": 1, "timeout": 600,
      "env": {"K": "V"}, "log_dir": "/perf/logs", "instructions": false}
@@ -265,7 +266,7 @@ def main():
             for w in range(warmup):
                 cwd = prepare(v)
                 path = log_path(v, item_index, "warmup")
-                r = run_once(item["argv"], cwd, env, path, timeout)
+                r = run_once(item["argv"], cwd, env, path, float(item.get("timeout", timeout)))
                 r.update({
                     "type": "warmup", "variant": v["name"], "item": item["name"],
                     "item_index": item_index, "round": w, "position": 0,
@@ -282,7 +283,7 @@ def main():
             for item_index, item in enumerate(workload):
                 cwd = prepare(v)
                 path = log_path(v, item_index, "run")
-                r = run_once(item["argv"], cwd, env, path, timeout, perf_exe)
+                r = run_once(item["argv"], cwd, env, path, float(item.get("timeout", timeout)), perf_exe)
                 r.update({
                     "type": "run", "variant": v["name"], "item": item["name"],
                     "item_index": item_index, "round": rnd, "position": pos,
