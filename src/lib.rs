@@ -18,6 +18,7 @@ pub mod outcome;
 pub mod parse;
 pub mod passk;
 pub mod patch;
+pub mod perf;
 pub mod python;
 pub mod repo;
 pub mod report;
