@@ -96,8 +96,8 @@ pub fn variant_files(name: &str, tree: &Path) -> Result<VariantFiles, ContainerE
         path: tree.display().to_string(),
         reason,
     };
-    let changes =
-        crate::backend::docker::archive::candidate_changes(tree).map_err(|e| fail(e.to_string()))?;
+    let changes = crate::backend::docker::archive::candidate_changes(tree)
+        .map_err(|e| fail(e.to_string()))?;
     let mut files = Vec::new();
     for rel in &changes.upload {
         let full = tree.join(rel);
