@@ -372,9 +372,9 @@ fn docker_pip_env_over_https_and_images_reused_per_cache_level() {
         &jsonl(&[prediction(&id, "m", Some(&w.gold))]),
     );
 
-    // Default --cache-level env: the instance image goes at the end, the env
-    // image (pytest from PyPI, through the CA bundle) stays.
-    let out = w.run("r1", "preds.jsonl", &["-v"]);
+    // --cache-level env: the instance image goes at the end, the env image
+    // (pytest from PyPI, through the CA bundle) stays.
+    let out = w.run("r1", "preds.jsonl", &["-v", "--cache-level", "env"]);
     assert_eq!(out.status.code(), Some(0));
     let rec = w.record("r1", "m", &id);
     assert_eq!(rec["outcome"], "resolved", "{rec}");
