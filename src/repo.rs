@@ -189,6 +189,23 @@ impl RepoCache {
         Ok(())
     }
 
+    /// What a checkout tells about `commit` without making one: that the
+    /// mirror has it (the same error as [`RepoCache::checkout`] otherwise)
+    /// and the upstream's nearest version tag.
+    pub fn base_version(&self, repo: &str, commit: &str) -> Result<Option<String>, RepoError> {
+        let mirror_path = self.mirror_path(repo);
+        let mirror = Repository::open_bare(&mirror_path).map_err(git_err(repo))?;
+        let base = Oid::from_str(commit)
+            .ok()
+            .and_then(|o| mirror.find_commit(o).ok())
+            .ok_or_else(|| RepoError::CommitNotFound {
+                repo: repo.to_string(),
+                commit: commit.to_string(),
+                mirror: mirror_path.clone(),
+            })?;
+        Ok(version_tag(&base))
+    }
+
     /// Materialise `commit`'s tree at `dest` as a fresh repository with a
     /// single commit and no other refs, and check it out.
     pub fn checkout(&self, repo: &str, commit: &str, dest: &Path) -> Result<Checkout, RepoError> {

@@ -4,10 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
+use std::os::unix::ffi::OsStrExt;
+
 use super::images::TESTBED;
+use crate::patch::TreeChanges;
 use crate::script::quote;
 
-/// paths to delete.
 /// What one evaluation changed relative to the checkout: files to upload,
 /// paths to delete.
 #[derive(Debug, Default)]
@@ -44,7 +46,8 @@ pub fn candidate_changes(tree: &Path) -> Result<Changes, git2::Error> {
 }
 
 /// The one archive uploaded at `/` before the container starts: the changed
-/// files under `testbed/`, the eval script and its launcher.
+/// files of the checkout `tree` under `testbed/`, the eval script and its
+/// launcher.
 pub(crate) fn run_archive(
     tree: &Path,
     changes: &Changes,
@@ -53,28 +56,56 @@ pub(crate) fn run_archive(
     blackhole: bool,
 ) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::PermissionsExt;
-    let mut b = tar::Builder::new(Vec::new());
+    let mut files = Vec::new();
     for rel in &changes.upload {
         let full = tree.join(rel);
         let meta = full.symlink_metadata()?;
-        let dest = Path::new("testbed").join(rel);
+        let path = rel.to_string_lossy().into_owned();
         if meta.file_type().is_symlink() {
-            append_symlink(&mut b, &dest, &std::fs::read_link(&full)?)?;
+            let target = std::fs::read_link(&full)?;
+            files.push((path, target.as_os_str().as_bytes().to_vec(), MODE_SYMLINK));
         } else if meta.is_file() {
             let mode = if meta.permissions().mode() & 0o111 != 0 {
-                0o755
+                0o100755
             } else {
-                0o644
+                0o100644
             };
-            append_file(&mut b, &dest, &std::fs::read(&full)?, mode)?;
+            files.push((path, std::fs::read(&full)?, mode));
+        }
+    }
+    let applied = TreeChanges {
+        write: files,
+        delete: changes
+            .delete
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect(),
+    };
+    applied_archive(&applied, script, watchdog, blackhole)
+}
+
+const MODE_SYMLINK: u32 = 0o120000;
+
+/// [`run_archive`] from a candidate applied in memory (no checkout).
+pub(crate) fn applied_archive(
+    applied: &TreeChanges,
+    script: &str,
+    watchdog: u64,
+    blackhole: bool,
+) -> std::io::Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (rel, data, mode) in &applied.write {
+        let dest = Path::new("testbed").join(rel);
+        if *mode == MODE_SYMLINK {
+            let target = std::ffi::OsStr::from_bytes(data);
+            append_symlink(&mut b, &dest, Path::new(target))?;
+        } else {
+            let mode = if *mode == 0o100755 { 0o755 } else { 0o644 };
+            append_file(&mut b, &dest, data, mode)?;
         }
     }
     append_file(&mut b, "eval.sh", script.as_bytes(), 0o644)?;
-    let deletes: Vec<String> = changes
-        .delete
-        .iter()
-        .map(|p| quote(&p.to_string_lossy()))
-        .collect();
+    let deletes: Vec<String> = applied.delete.iter().map(|p| quote(p)).collect();
     let launcher = format!(
         "#!/bin/bash\n# patchgrade: remove what the candidate deleted, then run the eval script\n\
          # (stderr into stdout so that xtrace markers and test output keep their order).\n\
