@@ -172,6 +172,14 @@ impl Backend {
         }
     }
 
+    /// Start of a run: the docker backend connects (and says its cache
+    /// budget); a failure here is met again, and reported, at first use.
+    pub async fn start(&self) {
+        if let Backend::Docker(b) = self {
+            b.start().await;
+        }
+    }
+
     /// End of a run: the docker backend removes images per `--cache-level`.
     pub async fn finish(&self) {
         if let Backend::Docker(b) = self {

@@ -249,6 +249,8 @@ impl Engine {
                 }
             })
         };
+        // Before the progress display: the docker backend states its cache budget.
+        self.runner.backend.start().await;
         let (tx, rx) = mpsc::unbounded_channel();
         let reporter = tokio::spawn(progress::terminal(rx));
         let started = Instant::now();

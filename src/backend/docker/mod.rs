@@ -414,6 +414,13 @@ impl DockerBackend {
         }
     }
 
+    /// Start of a run: connect, so that the cache budget is shown first.
+    pub async fn start(&self) {
+        if let Err(e) = self.conn().await {
+            tracing::debug!("not connected at the start: {e}");
+        }
+    }
+
     /// End of run: containers still being removed are awaited, then images
     /// are removed per `--cache-level` and `--clean`, or (by default) the
     /// least recently used evicted to fit the budget; one line says what
