@@ -15,7 +15,8 @@
 # `docker run --rm IMAGE true` on the same instance image as the floor.
 # The first (cold) run's wall time is printed too. BENCH_CACHE keeps the
 # cache folder between invocations (default: a fresh one: mirrors imported
-# and the index started in the cold run).
+# and the index started in the cold run). BENCH_KEEP=1 keeps the work folder
+# (run folders, eval scripts, logs).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${PATCHGRADE_BIN:-}
@@ -25,7 +26,7 @@ fi
 bin=$(realpath "$bin" 2>/dev/null || echo "$bin")
 [ -x "$bin" ] || { echo "bench-warm: build patchgrade first (cargo build --release)" >&2; exit 2; }
 work=$(mktemp -d /tmp/patchgrade-bench-warm.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+if [ -n "${BENCH_KEEP:-}" ]; then echo "bench-warm: keeping $work" >&2; else trap 'rm -rf "$work"' EXIT; fi
 cache=${BENCH_CACHE:-$work/cache}
 ids=()
 
@@ -92,7 +93,9 @@ run() {
     local id=$1; shift
     local t0 t1
     t0=$(date +%s.%N)
-    PATCHGRADE_CACHE=$cache "$bin" run --backend docker --dataset "$dataset" --predictions "$preds" \
+    local timer=()
+    [ -x /usr/bin/time ] && timer=(/usr/bin/time -f %M -o "$id.rss")
+    PATCHGRADE_CACHE=$cache "${timer[@]}" "$bin" run --backend docker --dataset "$dataset" --predictions "$preds" \
         --instance-ids "${ids[@]}" --run-id "$id" --specs specs --mirror-dir "$mirrors" "$@" > "$id.out" 2> "$id.err" \
         || { echo "bench-warm: run $id failed:" >&2; tail -20 "$id.err" >&2; exit 1; }
     t1=$(date +%s.%N)
@@ -123,7 +126,8 @@ for rec_path in sorted(glob.glob(f"logs/run_evaluation/{rid}/*/*/patchgrade.json
     t = rec["timings"]
     c = t.get("container") or {}
     rows.append((rec["instance_id"], rec["outcome"], t["total"], test, floor, t["checkout"], t["env"], t["apply"], c))
-print(f"== {rid}: wall {t1 - t0:.2f}s for {len(rows)} instances")
+rss = open(f"{rid}.rss").read().split()[-1] if __import__("os").path.exists(f"{rid}.rss") else "?"
+print(f"== {rid}: wall {t1 - t0:.2f}s for {len(rows)} instances; patchgrade peak RSS {rss} KiB")
 print(f"{'instance':40} {'outcome':10} {'total':>6} {'test':>6} {'overh':>6} {'floor':>6} {'o-fl':>6}  checkout env apply | archive create upload attach start run")
 for iid, out, total, test, floor, co, env, ap, c in rows:
     ph = " ".join(f"{c.get(k, 0):.3f}" for k in ("archive", "create", "upload", "attach", "start", "run"))

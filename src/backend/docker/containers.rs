@@ -1,8 +1,9 @@
 //! One evaluation's container: create it from the instance image (no
-//! network unless the spec opts in; memory, CPU and pids limits; `--init`),
-//! upload the candidate's changed files and the eval script as one tar,
-//! attach, start, read the output until the script exits, remove (after
-//! the result is returned; `finish` awaits the removals). The
+//! network unless the spec opts in; memory, CPU and pids limits; `--init`)
+//! with the candidate's changed files and the eval script as one tar
+//! (inside the command when small, else uploaded before start), attach,
+//! start, read the output until the script exits, remove (after the result
+//! is returned; `finish` awaits the removals). The
 //! container's command is the eval script itself, so there is no idle main
 //! process to stop: removal is immediate. A timeout, an interrupt, an error
 //! or a dropped future all remove the container.
@@ -20,7 +21,7 @@ use bollard::query_parameters::{
 use bollard::{body_full, Docker};
 use futures_util::StreamExt;
 
-use super::archive::{applied_archive, candidate_changes, run_archive};
+use super::archive::{applied_archive, candidate_changes, inline_command, run_archive, INLINE_MAX};
 use super::daemon::is_status;
 use super::images::TESTBED;
 use super::{locked, DockerBackend, DockerEnv, DockerError, API_TIMEOUT};
@@ -87,7 +88,9 @@ impl DockerBackend {
         let started = Instant::now();
         let docker = self.docker().await?;
         let t = Instant::now();
-        let container = self.create_container(env, rs).await?;
+        let inline = (archive.len() <= INLINE_MAX).then(|| inline_command(&archive));
+        let uploads = inline.is_none();
+        let container = self.create_container(env, rs, inline).await?;
         phases.create = t.elapsed().as_secs_f64();
         let guard = ContainerGuard {
             docker: docker.clone(),
@@ -95,14 +98,16 @@ impl DockerBackend {
             live: self.live.clone(),
             armed: true,
         };
-        let t = Instant::now();
-        let upload = UploadToContainerOptionsBuilder::default().path("/").build();
-        self.call(
-            "upload to container",
-            docker.upload_to_container(&container, Some(upload), body_full(archive.into())),
-        )
-        .await?;
-        phases.upload = t.elapsed().as_secs_f64();
+        if uploads {
+            let t = Instant::now();
+            let upload = UploadToContainerOptionsBuilder::default().path("/").build();
+            self.call(
+                "upload to container",
+                docker.upload_to_container(&container, Some(upload), body_full(archive.into())),
+            )
+            .await?;
+            phases.upload = t.elapsed().as_secs_f64();
+        }
         let t = Instant::now();
         let attach = AttachContainerOptionsBuilder::default()
             .stream(true)
@@ -182,10 +187,13 @@ impl DockerBackend {
         })
     }
 
+    /// `inline`: a command that unpacks the run archive itself (see
+    /// [`inline_command`]); `None`: the archive is uploaded before start.
     async fn create_container(
         &self,
         env: &DockerEnv,
         rs: &ResolvedSpec,
+        inline: Option<Vec<String>>,
     ) -> Result<String, DockerError> {
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let short = env
@@ -228,7 +236,7 @@ impl DockerBackend {
         };
         let body = ContainerCreateBody {
             image: Some(env.id.clone()),
-            cmd: Some(vec!["bash".into(), "/patchgrade-run.sh".into()]),
+            cmd: Some(inline.unwrap_or_else(|| vec!["bash".into(), "/patchgrade-run.sh".into()])),
             working_dir: Some(TESTBED.into()),
             labels: Some(HashMap::from([
                 ("patchgrade.run_id".to_string(), self.run_id.clone()),
