@@ -56,6 +56,9 @@ struct IndexFile {
 pub struct Index {
     path: PathBuf,
     pub images: BTreeMap<String, Entry>,
+    /// Names dropped since loading (gone from the engine): not merged back
+    /// from the file on saving.
+    pub forgotten: HashSet<String>,
 }
 
 impl Index {
@@ -81,6 +84,7 @@ impl Index {
         Ok(Index {
             path: path.to_owned(),
             images,
+            forgotten: HashSet::new(),
         })
     }
 
@@ -89,6 +93,7 @@ impl Index {
         Index {
             path: path.to_owned(),
             images: BTreeMap::new(),
+            forgotten: HashSet::new(),
         }
     }
 
@@ -106,7 +111,7 @@ impl Index {
         };
         if let Ok(disk) = Index::load(&self.path) {
             for (name, e) in disk.images {
-                if removed.contains(&name) {
+                if removed.contains(&name) || self.forgotten.contains(&name) {
                     continue;
                 }
                 match self.images.get(&name) {

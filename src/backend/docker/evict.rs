@@ -28,9 +28,16 @@ impl DockerBackend {
             eprintln!("warning: {e}; starting a new index");
             Index::empty(&path)
         });
-        index
+        let gone: Vec<String> = index
             .images
-            .retain(|name, e| present.get(name) == Some(&e.id));
+            .iter()
+            .filter(|(name, e)| present.get(*name) != Some(&e.id))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in gone {
+            index.images.remove(&name);
+            index.forgotten.insert(name);
+        }
         let usage = cache::usage(&index.images);
         let root = match self.call("info", docker.info()).await {
             Ok(info) => info.docker_root_dir,
@@ -76,6 +83,7 @@ impl DockerBackend {
         for (name, e) in known {
             match e {
                 Some(e) => {
+                    index.forgotten.remove(&name);
                     index.images.insert(
                         name,
                         Entry {
@@ -86,6 +94,7 @@ impl DockerBackend {
                 }
                 None => {
                     index.images.remove(&name);
+                    index.forgotten.insert(name);
                 }
             }
         }
