@@ -126,7 +126,7 @@ pub(crate) fn applied_archive(
 /// Archives up to this size go in the container's command instead of an
 /// upload (base64, under Linux's 128 KiB limit on one argument): one engine
 /// call and one mount of the container's file system fewer.
-pub(crate) const INLINE_MAX: usize = 64 << 10;
+pub(crate) const INLINE_MAX: usize = 90 << 10;
 
 /// The container command that unpacks `archive` (given inline) at `/` and
 /// runs the launcher; the archive's text is gone from the process list once
