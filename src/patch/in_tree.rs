@@ -26,6 +26,54 @@ pub struct TreeChanges {
 /// Words of a `.gitattributes` line that make a checkout's bytes differ
 /// from the blob's (or the worktree apply read through a filter).
 const FILTERING: [&str; 6] = ["text", "eol", "crlf", "filter", "ident", "encoding"];
+// (`working-tree-encoding` ends with "encoding"; `binary` unsets `text`.)
+
+/// Whether a `.gitattributes` text may give `rel` (relative to its folder)
+/// an attribute that filters content. Patterns are matched as git does for
+/// the simple cases (`*`, `?`, `**`; a pattern without `/` matches the file
+/// name); anything else counts as a match.
+fn filters(attributes: &str, rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    attributes.lines().any(|line| {
+        let mut words = line.split_whitespace();
+        let Some(pattern) = words.next().filter(|p| !p.starts_with('#')) else {
+            return false;
+        };
+        let filtering = words.any(|a| {
+            let a = a.trim_start_matches(['-', '!']);
+            FILTERING
+                .iter()
+                .any(|w| a == *w || a.starts_with(&format!("{w}=")) || a.ends_with(w))
+        });
+        if !filtering {
+            return false;
+        }
+        if pattern.contains(['[', '\\']) {
+            return true;
+        }
+        match pattern.trim_start_matches('/') {
+            p if !pattern.contains('/') => glob(p.as_bytes(), name.as_bytes()),
+            p => glob(p.as_bytes(), rel.as_bytes()),
+        }
+    })
+}
+
+/// `*` and `?` within a path component, `**` across them.
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    match (p.first(), s.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) if p.get(1) == Some(&b'*') => {
+            let rest = p[2..].strip_prefix(b"/").unwrap_or(&p[2..]);
+            (0..=s.len()).any(|i| glob(rest, &s[i..]))
+        }
+        (Some(b'*'), _) => {
+            glob(&p[1..], s) || (s.first().is_some_and(|c| *c != b'/') && glob(p, &s[1..]))
+        }
+        (Some(b'?'), Some(c)) if *c != b'/' => glob(&p[1..], &s[1..]),
+        (Some(a), Some(b)) if a == b => glob(&p[1..], &s[1..]),
+        _ => false,
+    }
+}
 
 /// Applies `patch` to the tree of `commit` in the bare repository at
 /// `mirror`, writing nothing to it (new blobs stay in memory). `None`: not
@@ -88,7 +136,7 @@ pub fn apply_in_tree(mirror: &Path, commit: &str, patch: &Patch) -> Option<TreeC
             if let Ok(e) = base.get_path(Path::new(&attrs)) {
                 let blob = repo.find_blob(e.id()).ok()?;
                 let text = String::from_utf8_lossy(blob.content());
-                if FILTERING.iter().any(|w| text.contains(w)) {
+                if filters(&text, &comps[k..].join("/")) {
                     return None;
                 }
             }
@@ -219,5 +267,20 @@ mod tests {
         )
         .unwrap();
         assert!(apply_in_tree(&d.path().join(".git"), &commit, &patch).is_none());
+    }
+
+    #[test]
+    fn attributes_that_filter_only_where_their_pattern_matches() {
+        let a = "*.py    diff=python\n*.sh    eol=lf\n# c\ndocs/**/*.txt text\n";
+        assert!(!filters(a, "sympy/core/x.py"));
+        assert!(filters(a, "tools/run.sh"));
+        assert!(filters(a, "docs/a/b/c.txt"));
+        assert!(!filters(a, "src/c.txt"));
+        assert!(filters("* text=auto\n", "a/b.py"));
+        assert!(!filters("*.png binary\n*.py -diff\n", "a/b.py"));
+        assert!(
+            filters("[ab].py text\n", "z.py"),
+            "unsure counts as a match"
+        );
     }
 }
