@@ -72,9 +72,17 @@ impl DockerBackend {
         };
         let now = cache::now_ms();
         let used: Vec<String> = locked(&self.used).iter().map(|u| u.name.clone()).collect();
+        // An image indexed under the id it had at the start needs no
+        // inspection; one built (or rebuilt) by this run does.
+        let index_ref = &index;
         let known: Vec<(String, Option<Entry>)> = futures_util::stream::iter(used.clone())
             .map(|name| async move {
-                let e = self.entry_of(&conn.docker, &name).await;
+                let e = match (index_ref.images.get(&name), conn.present.get(&name)) {
+                    (Some(e), Some(id)) if &e.id == id && !locked(&self.built).contains(&name) => {
+                        Some(e.clone())
+                    }
+                    _ => self.entry_of(&conn.docker, &name).await,
+                };
                 (name, e)
             })
             .buffer_unordered(8)

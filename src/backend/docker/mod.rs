@@ -206,6 +206,8 @@ struct Conn {
     prior: HashSet<String>,
     /// Budget mode (no `--cache-level`): the budget in force.
     budget: Option<cache::Budget>,
+    /// Image ids by name when the run started.
+    present: HashMap<String, String>,
 }
 
 /// An image this run used, for the cleanup at its end.
@@ -350,11 +352,12 @@ impl DockerBackend {
                     Some(_) => None,
                     None => Some(self.open_index(&docker, &present).await),
                 };
-                let prior = present.into_keys().collect();
+                let prior = present.keys().cloned().collect();
                 Ok(Conn {
                     docker,
                     prior,
                     budget,
+                    present,
                 })
             })
             .await
