@@ -146,3 +146,7 @@ for w in ${BENCH_WORKERS:-1 2}; do
     grep -h '^images:\|^image cache:' "warm$w.err" || true
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The fixture's instance images are this benchmark's own: not left behind.
+if [ -z "${BENCH_KEEP:-}" ] && [ "${preds}" = gold ] && [ -d "$work/specs-src" ]; then
+    docker images --format '{{.Repository}}:{{.Tag}}' 'patchgrade.eval.*.bench__calc-warm*' | xargs -r docker rmi >/dev/null || true
+fi
