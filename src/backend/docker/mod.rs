@@ -252,7 +252,7 @@ impl DockerBackend {
     /// Set up; the engine is connected on first use. `log_root` is
     /// `logs/run_evaluation`; build logs go beside it in `logs/build_images`.
     pub fn new(
-        args: DockerOptions,
+        mut args: DockerOptions,
         cache: &Path,
         log_root: &Path,
         repos: RepoCache,
@@ -270,6 +270,10 @@ impl DockerBackend {
             )));
         }
         let memory = parse_size(&args.memory)?;
+        // `--clean` alone asks for the reference's cleanup: its default level.
+        if args.clean && args.cache_level.is_none() && args.cache_budget.is_none() {
+            args.cache_level = Some(CacheLevel::Env);
+        }
         let budget_flag = match &args.cache_budget {
             None => None,
             Some(_) if args.cache_level.is_some() => {
