@@ -76,6 +76,24 @@ pub struct Timings {
     pub apply: f64,
     pub tests: f64,
     pub total: f64,
+    /// Docker: the test container's own phases (within `tests`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerTimings>,
+}
+
+/// Seconds of each phase of a test container. Its removal is not here: it
+/// happens after the result is recorded, off the critical path.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContainerTimings {
+    /// Tar of the candidate's changed files and the eval script.
+    pub archive: f64,
+    pub create: f64,
+    pub upload: f64,
+    pub attach: f64,
+    pub start: f64,
+    /// Start to the end of the output stream: the script's run, its output
+    /// read as it is written (there is no separate log read).
+    pub run: f64,
 }
 
 /// patchgrade's own record of one evaluation (`patchgrade.json`, and the

@@ -159,6 +159,8 @@ impl RepoCache {
     }
 
     fn fetch_into(&self, repo: &str, r: &Repository) -> Result<(), RepoError> {
+        // New tags may change what the nearest one is.
+        let _ = std::fs::remove_file(self.versions_path(repo));
         if let Some(src) = self.local_source(repo) {
             let refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"];
             let mut args: Vec<&std::ffi::OsStr> = vec![
@@ -187,6 +189,56 @@ impl RepoCache {
                 source,
             })?;
         Ok(())
+    }
+
+    /// What a checkout tells about `commit` without making one: that the
+    /// mirror has it (the same error as [`RepoCache::checkout`] otherwise)
+    /// and the upstream's nearest version tag.
+    pub fn base_version(&self, repo: &str, commit: &str) -> Result<Option<String>, RepoError> {
+        let mirror_path = self.mirror_path(repo);
+        let mirror = Repository::open_bare(&mirror_path).map_err(git_err(repo))?;
+        let base = Oid::from_str(commit)
+            .ok()
+            .and_then(|o| mirror.find_commit(o).ok())
+            .ok_or_else(|| RepoError::CommitNotFound {
+                repo: repo.to_string(),
+                commit: commit.to_string(),
+                mirror: mirror_path.clone(),
+            })?;
+        Ok(self.cached_version_tag(repo, &base))
+    }
+
+    /// `<cache>/<owner>__<name>.versions.json`: base commit -> version tag.
+    fn versions_path(&self, repo: &str) -> PathBuf {
+        self.sources
+            .cache
+            .join(format!("{}.versions.json", repo.replace('/', "__")))
+    }
+
+    /// [`version_tag`], remembered per commit in the cache: describing a
+    /// commit walks the history (0.1-0.3 s on a large repository), and its
+    /// answer changes only when the mirror is fetched again (which forgets
+    /// them). A lost race only costs a second walk.
+    fn cached_version_tag(&self, repo: &str, base: &git2::Commit) -> Option<String> {
+        let path = self.versions_path(repo);
+        let key = base.id().to_string();
+        let mut known: std::collections::BTreeMap<String, Option<String>> = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        if let Some(v) = known.get(&key) {
+            return v.clone();
+        }
+        let v = version_tag(base);
+        known.insert(key, v.clone());
+        if let (Ok(text), Some(dir)) = (serde_json::to_vec(&known), path.parent()) {
+            if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
+                if std::io::Write::write_all(&mut tmp, &text).is_ok() {
+                    let _ = tmp.persist(&path);
+                }
+            }
+        }
+        v
     }
 
     /// Materialise `commit`'s tree at `dest` as a fresh repository with a
@@ -233,7 +285,7 @@ impl RepoCache {
         Ok(Checkout {
             path: dest.to_owned(),
             head: head.to_string(),
-            version_tag: version_tag(&base),
+            version_tag: self.cached_version_tag(repo, &base),
         })
     }
 }

@@ -387,9 +387,9 @@ fn docker_pip_env_over_https_and_images_reused_per_cache_level() {
         &jsonl(&[prediction(&id, "m", Some(&w.gold))]),
     );
 
-    // Default --cache-level env: the instance image goes at the end, the env
-    // image (pytest from PyPI, through the CA bundle) stays.
-    let out = w.run("r1", "preds.jsonl", &["-v"]);
+    // --cache-level env: the instance image goes at the end, the env image
+    // (pytest from PyPI, through the CA bundle) stays.
+    let out = w.run("r1", "preds.jsonl", &["-v", "--cache-level", "env"]);
     assert_eq!(out.status.code(), Some(0));
     let rec = w.record("r1", "m", &id);
     assert_eq!(rec["outcome"], "resolved", "{rec}");
@@ -539,7 +539,11 @@ fn docker_namespace_images_from_a_local_registry() {
     let _ = docker(&["rmi", &local]);
     assert!(image_id(&remote).is_none());
 
-    let out = w.run("ns", "preds.jsonl", &["--namespace", &ns]);
+    let out = w.run(
+        "ns",
+        "preds.jsonl",
+        &["--namespace", &ns, "--cache-level", "env"],
+    );
     assert_eq!(out.status.code(), Some(0));
     let rec = w.record("ns", "m", &id);
     assert_eq!(rec["outcome"], "resolved", "{rec}");
@@ -548,7 +552,7 @@ fn docker_namespace_images_from_a_local_registry() {
         env.contains(&remote) && env.contains("@sha256:"),
         "pulled image and its digest recorded: {env}"
     );
-    // Default --cache-level env: the pulled instance image is removed again.
+    // --cache-level env: the pulled instance image is removed again.
     assert!(
         image_id(&remote).is_none(),
         "the pulled image is removed per --cache-level env"

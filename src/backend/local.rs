@@ -411,6 +411,7 @@ impl LocalBackend {
             timed_out,
             cancelled,
             elapsed,
+            container: None,
         })
     }
 }

@@ -67,6 +67,8 @@ pub struct RunOutput {
     /// Whether the run was stopped by an interrupt (no result to record).
     pub cancelled: bool,
     pub elapsed: Duration,
+    /// Docker: the container's phases.
+    pub container: Option<crate::outcome::ContainerTimings>,
 }
 
 /// Where an evaluation's files live while it runs.
@@ -74,8 +76,11 @@ pub struct RunOutput {
 pub struct Workspace {
     /// Root of this evaluation's scratch space (removed afterwards).
     pub root: PathBuf,
-    /// The candidate tree (a git checkout).
+    /// The candidate tree (a git checkout); absent while `applied` is set.
     pub tree: PathBuf,
+    /// The candidate applied in memory to the base tree (docker, when no
+    /// checkout was needed): what goes to the container instead of `tree`.
+    pub applied: Option<crate::patch::TreeChanges>,
 }
 
 pub use docker::{DockerBackend, DockerEnv};
@@ -174,6 +179,14 @@ impl Backend {
                 b.run(e, spec, ws, script, timeout, cancel).await
             }
             _ => Err(InfraError::Other("environment of another backend".into())),
+        }
+    }
+
+    /// Start of a run: the docker backend connects (and says its cache
+    /// budget); a failure here is met again, and reported, at first use.
+    pub async fn start(&self) {
+        if let Backend::Docker(b) = self {
+            b.start().await;
         }
     }
 

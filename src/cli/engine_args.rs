@@ -84,9 +84,16 @@ pub struct DockerArgs {
     /// if present]; `none` for none.
     #[arg(long, value_name = "PATH")]
     pub ca_cert: Option<String>,
-    /// Docker: which images to keep after the run.
-    #[arg(long, value_enum, default_value = "env")]
-    pub cache_level: CacheLevelArg,
+    /// Docker: which images to keep after the run, by tier (the reference's
+    /// meaning) [default: keep all within --cache-budget, least recently used
+    /// evicted first].
+    #[arg(long, value_enum)]
+    pub cache_level: Option<CacheLevelArg>,
+    /// Docker: disk budget of the image cache when no --cache-level is given
+    /// (e.g. 20g) [default: min(50 GiB, half of the free space on Docker's
+    /// data root plus what the cache takes)].
+    #[arg(long, value_name = "SIZE")]
+    pub cache_budget: Option<String>,
     /// Docker: also remove images that existed before the run (per --cache-level).
     #[arg(long)]
     pub clean: bool,
@@ -118,7 +125,7 @@ pub enum CacheLevelArg {
     None,
     /// Keep base images.
     Base,
-    /// Keep base and env images (default).
+    /// Keep base and env images.
     #[default]
     Env,
     /// Keep everything, instance images included: the fastest reruns.
@@ -132,12 +139,13 @@ impl DockerArgs {
             instance_image_tag: self.instance_image_tag.clone(),
             base_image: self.base_image.clone(),
             ca_cert: self.ca_cert.clone(),
-            cache_level: match self.cache_level {
+            cache_level: self.cache_level.map(|l| match l {
                 CacheLevelArg::None => CacheLevel::None,
                 CacheLevelArg::Base => CacheLevel::Base,
                 CacheLevelArg::Env => CacheLevel::Env,
                 CacheLevelArg::Instance => CacheLevel::Instance,
-            },
+            }),
+            cache_budget: self.cache_budget.clone(),
             clean: self.clean,
             force_rebuild: self.force_rebuild,
             memory: self.memory.clone(),

@@ -208,14 +208,25 @@ impl EngineArgs {
                 &mut o.ca_cert,
                 Some(d.ca_cert.clone()),
             );
-            let level = match d.cache_level.as_str() {
+            let level = d.cache_level.as_deref().and_then(|l| match l {
                 "none" => Some(CacheLevelArg::None),
                 "base" => Some(CacheLevelArg::Base),
                 "env" => Some(CacheLevelArg::Env),
                 "instance" => Some(CacheLevelArg::Instance),
                 _ => None,
-            };
-            m.take("cache_level", "--cache-level", &mut o.cache_level, level);
+            });
+            m.take(
+                "cache_level",
+                "--cache-level",
+                &mut o.cache_level,
+                Some(level),
+            );
+            m.take(
+                "cache_budget",
+                "--cache-budget",
+                &mut o.cache_budget,
+                Some(d.cache_budget.clone()),
+            );
             m.take("memory", "--memory", &mut o.memory, Some(d.memory.clone()));
             m.take("cpus", "--cpus", &mut o.cpus, Some(d.cpus));
             m.take(

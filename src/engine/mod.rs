@@ -122,13 +122,16 @@ impl EngineOptions {
                 instance_image_tag: d.instance_image_tag.clone(),
                 base_image: d.base_image.clone(),
                 ca_cert: d.ca_cert.clone(),
-                cache_level: match d.cache_level {
-                    CacheLevel::None => "none",
-                    CacheLevel::Base => "base",
-                    CacheLevel::Env => "env",
-                    CacheLevel::Instance => "instance",
-                }
-                .into(),
+                cache_level: d.cache_level.map(|l| {
+                    match l {
+                        CacheLevel::None => "none",
+                        CacheLevel::Base => "base",
+                        CacheLevel::Env => "env",
+                        CacheLevel::Instance => "instance",
+                    }
+                    .into()
+                }),
+                cache_budget: d.cache_budget.clone(),
                 memory: d.memory.clone(),
                 cpus: d.cpus,
                 pids_limit: d.pids_limit,
@@ -288,6 +291,8 @@ impl Engine {
                 }
             })
         };
+        // Before the progress display: the docker backend states its cache budget.
+        self.runner.backend.start().await;
         let (tx, rx) = mpsc::unbounded_channel();
         let reporter = tokio::spawn(progress::terminal(rx));
         let started = Instant::now();

@@ -166,7 +166,7 @@ fn write_state(full: &Path, s: &FileState, perms: Option<u32>) -> Result<(), Pat
 }
 
 /// Every path the patch reads or writes, as we and libgit2 read it.
-fn touched_paths(sections: &[Section], text: &str) -> Vec<String> {
+pub(crate) fn touched_paths(sections: &[Section], text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut push = |p: &str| {
         if !out.iter().any(|q| q == p) {
@@ -196,6 +196,17 @@ fn touched_paths(sections: &[Section], text: &str) -> Vec<String> {
 /// `index` line of a plain modification (models copy `100644` there for
 /// executables too).
 fn align_modes(workdir: &Path, sections: &[Section]) -> Vec<Section> {
+    align_modes_with(sections, &|p| {
+        read_state(workdir, p).ok().flatten().map(|s| s.mode)
+    })
+}
+
+/// [`align_modes`] with the current mode of a path from `mode_of` (the
+/// worktree, or a tree in the object database).
+pub(crate) fn align_modes_with(
+    sections: &[Section],
+    mode_of: &dyn Fn(&str) -> Option<u32>,
+) -> Vec<Section> {
     let mut out = sections.to_vec();
     for s in &mut out {
         let plain_modify = s.index_mode.is_some()
@@ -207,11 +218,11 @@ fn align_modes(workdir: &Path, sections: &[Section]) -> Vec<Section> {
         if !(s.is_deleted() || plain_modify) {
             continue;
         }
-        let Some(Ok(Some(st))) = s.old_path.as_deref().map(|p| read_state(workdir, p)) else {
+        let Some(mode) = s.old_path.as_deref().and_then(mode_of) else {
             continue;
         };
-        if s.is_deleted() && s.deleted_file_mode != Some(st.mode) {
-            let line = format!("deleted file mode {:o}", st.mode);
+        if s.is_deleted() && s.deleted_file_mode != Some(mode) {
+            let line = format!("deleted file mode {:o}", mode);
             for e in s
                 .ext
                 .iter_mut()
@@ -219,15 +230,15 @@ fn align_modes(workdir: &Path, sections: &[Section]) -> Vec<Section> {
             {
                 e.clone_from(&line);
             }
-            s.deleted_file_mode = Some(st.mode);
+            s.deleted_file_mode = Some(mode);
         }
-        if plain_modify && s.index_mode != Some(st.mode) {
+        if plain_modify && s.index_mode != Some(mode) {
             for e in s.ext.iter_mut().filter(|e| e.starts_with("index ")) {
                 if let Some((hashes, _)) = e.rsplit_once(' ') {
-                    *e = format!("{hashes} {:o}", st.mode);
+                    *e = format!("{hashes} {:o}", mode);
                 }
             }
-            s.index_mode = Some(st.mode);
+            s.index_mode = Some(mode);
         }
     }
     out

@@ -10,6 +10,7 @@
 mod apply;
 mod fuzzy;
 pub(crate) mod hunks;
+mod in_tree;
 mod normalise;
 mod parse;
 pub(crate) mod paths;
@@ -20,6 +21,8 @@ mod tests;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
+
+pub use in_tree::{apply_in_tree, TreeChanges};
 
 /// How a file changes.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -88,8 +88,13 @@ pub struct DockerSetup {
     /// `--ca-cert` as given (None: the default lookup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_cert: Option<String>,
-    /// `none`, `base`, `env` or `instance`.
-    pub cache_level: String,
+    /// `none`, `base`, `env` or `instance`; None: not given, the cache
+    /// budget decides (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_level: Option<String>,
+    /// `--cache-budget` as given (None: the default rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_budget: Option<String>,
     pub memory: String,
     pub cpus: f64,
     pub pids_limit: i64,

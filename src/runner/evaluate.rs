@@ -9,10 +9,10 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use super::{Job, Runner};
-use crate::backend::{Env, Workspace};
+use crate::backend::{Backend, Env, Workspace};
 use crate::grade::{self, Grade};
 use crate::outcome::{EvalRecord, Outcome, Timings};
-use crate::patch::{FileChange, Patch};
+use crate::patch::{apply_in_tree, ApplyStrategy, FileChange, Patch, TreeChanges};
 use crate::rundir::eval_dir::EvalDir;
 use crate::script::EvalScript;
 use crate::spec::ResolvedSpec;
@@ -35,10 +35,12 @@ fn stop(outcome: Outcome, detail: impl Into<String>) -> Stop {
 
 type Step<T> = Result<T, Stop>;
 
-/// The checked-out workspace; removed when dropped.
+/// The workspace, removed when dropped. Its checkout (`ws.tree`) exists
+/// only once made: the docker backend skips it when it can.
 struct Checkout {
     _root: tempfile::TempDir,
     ws: Workspace,
+    made: bool,
 }
 
 /// An evaluation in progress: the record so far, its log and timings.
@@ -139,19 +141,26 @@ impl<'a> Evaluation<'a> {
             Some(self.parse_candidate(&raw_patch)?)
         };
         let test_changes = self.parse_test_patch()?;
-        let checkout = self.checkout(&mut rs).await?;
-        let (env, activate) = self.prepare_environment(&rs, &checkout.ws).await?;
-        self.apply_candidate(candidate, &checkout.ws).await?;
-        let script = self.write_script(&rs, &checkout.ws, activate, &test_changes)?;
-        let text = self
-            .run_tests(&env, &rs, &checkout.ws, &script, cancel)
-            .await?;
-        Ok(self.grade(
-            &rs,
-            &text,
-            (!empty).then_some(raw_patch.as_str()),
-            &checkout.ws,
-        ))
+        // Docker tests run on the instance image's own tree: the host needs
+        // a checkout only to apply a candidate that cannot be applied in
+        // memory (the fuzzy fallback), or to say what broke a failed
+        // environment in the order a checkout-first run would.
+        let in_memory = matches!(self.runner.backend, Backend::Docker(_));
+        let mut co = self.workspace(&mut rs, !in_memory).await?;
+        let (env, activate) = match self.prepare_environment(&rs, &co.ws).await {
+            Ok(v) => v,
+            Err(stop) => {
+                if !co.made {
+                    self.make_checkout(&mut co).await?;
+                }
+                return Err(stop);
+            }
+        };
+        self.apply_candidate(candidate, &mut co).await?;
+        let script = self.write_script(&rs, &co.ws, activate, &test_changes)?;
+        let text = self.run_tests(&env, &rs, &co.ws, &script, cancel).await?;
+        let tree = co.made.then_some(co.ws.tree.as_path());
+        Ok(self.grade(&rs, &text, (!empty).then_some(raw_patch.as_str()), tree))
     }
 
     fn write_patch(&mut self, raw_patch: &str) -> Step<()> {
@@ -203,12 +212,11 @@ impl<'a> Evaluation<'a> {
         })
     }
 
-    /// The base tree in a fresh workspace; a version read from upstream
-    /// tags goes to the spec's environment.
-    async fn checkout(&mut self, rs: &mut ResolvedSpec) -> Step<Checkout> {
+    /// A fresh workspace, with the base tree checked out when `checkout`;
+    /// a version read from upstream tags goes to the spec's environment.
+    async fn workspace(&mut self, rs: &mut ResolvedSpec, checkout: bool) -> Step<Checkout> {
         let inst = &self.job.instance;
         let work_root = &self.runner.cfg.work_root;
-        let t = Instant::now();
         let root = tempfile::Builder::new()
             .prefix(&format!("{}-", inst.instance_id))
             .tempdir_in(work_root)
@@ -221,37 +229,85 @@ impl<'a> Evaluation<'a> {
         let ws = Workspace {
             root: root.path().to_owned(),
             tree: root.path().join("testbed"),
+            applied: None,
         };
+        let mut co = Checkout {
+            _root: root,
+            ws,
+            made: false,
+        };
+        let version = if checkout {
+            self.make_checkout(&mut co).await?
+        } else {
+            self.base_only().await?
+        };
+        if let Some(v) = version {
+            self.line(format!("version from upstream tags: {v}"));
+            rs.spec
+                .env
+                .entry("SETUPTOOLS_SCM_PRETEND_VERSION".into())
+                .or_insert(v);
+        }
+        Ok(co)
+    }
+
+    /// The base commit found in the mirror, with no checkout; returns the
+    /// upstream's version tag.
+    async fn base_only(&mut self) -> Step<Option<String>> {
+        let inst = &self.job.instance;
+        let t = Instant::now();
+        let (repos, repo, commit) = (
+            self.runner.repos.clone(),
+            inst.repo.clone(),
+            inst.base_commit.clone(),
+        );
+        let found = tokio::task::spawn_blocking(move || {
+            repos.ensure(&repo, &[&commit])?;
+            repos.base_version(&repo, &commit)
+        })
+        .await;
+        let version = match found {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => return Err(stop(Outcome::InfraError, e.to_string())),
+            Err(e) => return Err(stop(Outcome::InfraError, format!("checkout task: {e}"))),
+        };
+        self.timings.checkout = t.elapsed().as_secs_f64();
+        self.line(format!(
+            "base {}@{} found in the mirror in {:.2}s (no checkout)",
+            inst.repo, inst.base_commit, self.timings.checkout
+        ));
+        Ok(version)
+    }
+
+    /// The base tree checked out at `co.ws.tree`; returns the upstream's
+    /// version tag.
+    async fn make_checkout(&mut self, co: &mut Checkout) -> Step<Option<String>> {
+        let inst = &self.job.instance;
+        let t = Instant::now();
         let (repos, repo, commit, tree) = (
             self.runner.repos.clone(),
             inst.repo.clone(),
             inst.base_commit.clone(),
-            ws.tree.clone(),
+            co.ws.tree.clone(),
         );
         let checkout = tokio::task::spawn_blocking(move || {
             repos.ensure(&repo, &[&commit])?;
             repos.checkout(&repo, &commit, &tree)
         })
         .await;
-        match checkout {
-            Ok(Ok(co)) => {
-                if let Some(v) = co.version_tag {
-                    self.line(format!("version from upstream tags: {v}"));
-                    rs.spec
-                        .env
-                        .entry("SETUPTOOLS_SCM_PRETEND_VERSION".into())
-                        .or_insert(v);
-                }
-            }
+        let version = match checkout {
+            Ok(Ok(c)) => c.version_tag,
             Ok(Err(e)) => return Err(stop(Outcome::InfraError, e.to_string())),
             Err(e) => return Err(stop(Outcome::InfraError, format!("checkout task: {e}"))),
-        }
-        self.timings.checkout = t.elapsed().as_secs_f64();
+        };
+        co.made = true;
+        let secs = t.elapsed().as_secs_f64();
+        self.timings.checkout += secs;
         self.line(format!(
-            "checked out {}@{} in {:.2}s",
-            inst.repo, inst.base_commit, self.timings.checkout
+            "checked out {}@{} in {secs:.2}s",
+            inst.repo, inst.base_commit
         ));
-        Ok(Checkout { _root: root, ws })
+        Ok(version)
     }
 
     /// The environment (cached per spec) and the workspace's own setup;
@@ -290,10 +346,39 @@ impl<'a> Evaluation<'a> {
         Ok((env, activate))
     }
 
-    /// The candidate applied on the host tree (none: the base tree as is).
-    async fn apply_candidate(&mut self, candidate: Option<Patch>, ws: &Workspace) -> Step<()> {
+    /// The candidate applied in memory to the base tree when there is no
+    /// checkout and that is decidable there, else on the checkout (made
+    /// now if needed); none: the base tree as is.
+    async fn apply_candidate(&mut self, candidate: Option<Patch>, co: &mut Checkout) -> Step<()> {
         let t = Instant::now();
-        let tree = ws.tree.clone();
+        if !co.made {
+            let Some(c) = candidate.clone() else {
+                co.ws.applied = Some(TreeChanges::default());
+                self.line("no candidate patch: testing the base tree");
+                return Ok(());
+            };
+            let inst = &self.job.instance;
+            let mirror = self.runner.repos.mirror_path(&inst.repo);
+            let commit = inst.base_commit.clone();
+            let applied =
+                tokio::task::spawn_blocking(move || apply_in_tree(&mirror, &commit, &c)).await;
+            if let Ok(Some(changes)) = applied {
+                self.timings.apply = t.elapsed().as_secs_f64();
+                self.record.apply_strategy = Some(ApplyStrategy::Strict);
+                self.line(format!(">>>>> Applied Patch ({:?})", ApplyStrategy::Strict));
+                self.line(format!(
+                    "applied in memory: {} files written, {} deleted",
+                    changes.write.len(),
+                    changes.delete.len()
+                ));
+                co.ws.applied = Some(changes);
+                return Ok(());
+            }
+            self.line("the candidate does not apply strictly in memory: applying on a checkout");
+            self.make_checkout(co).await?;
+        }
+        let t = Instant::now();
+        let tree = co.ws.tree.clone();
         let applied = match candidate {
             Some(c) => {
                 tokio::task::spawn_blocking(move || crate::patch::apply(&tree, &c).map(Some)).await
@@ -363,6 +448,7 @@ impl<'a> Evaluation<'a> {
             .await
             .map_err(|e| stop(Outcome::InfraError, e.to_string()))?;
         self.timings.tests = t.elapsed().as_secs_f64();
+        self.timings.container = out.container.clone();
         // Setup output (install, venv) is worth reading whatever the verdict.
         self.dir.keep_workspace_logs(&ws.root);
         if out.cancelled {
@@ -401,7 +487,7 @@ impl<'a> Evaluation<'a> {
         rs: &ResolvedSpec,
         text: &str,
         candidate: Option<&str>,
-        ws: &Workspace,
+        checkout: Option<&std::path::Path>,
     ) -> (Outcome, Option<String>) {
         let inst = &self.job.instance;
         self.record.test_exit_code = grade::recorded_exit_code(text);
@@ -433,7 +519,7 @@ impl<'a> Evaluation<'a> {
             let mut input = crate::audit::AuditInput::new(inst, patch);
             input.test_log = Some(text);
             input.log_parser = Some(rs.spec.log_parser);
-            input.checkout = Some(&ws.tree);
+            input.checkout = checkout;
             input.base_time = self.base_time;
             let audit = crate::audit::audit_static(&input);
             if audit.is_suspect() {

@@ -4,10 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
+use std::os::unix::ffi::OsStrExt;
+
 use super::images::TESTBED;
+use crate::patch::TreeChanges;
 use crate::script::quote;
 
-/// paths to delete.
 /// What one evaluation changed relative to the checkout: files to upload,
 /// paths to delete.
 #[derive(Debug, Default)]
@@ -44,7 +46,8 @@ pub fn candidate_changes(tree: &Path) -> Result<Changes, git2::Error> {
 }
 
 /// The one archive uploaded at `/` before the container starts: the changed
-/// files under `testbed/`, the eval script and its launcher.
+/// files of the checkout `tree` under `testbed/`, the eval script and its
+/// launcher.
 pub(crate) fn run_archive(
     tree: &Path,
     changes: &Changes,
@@ -53,28 +56,56 @@ pub(crate) fn run_archive(
     blackhole: bool,
 ) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::PermissionsExt;
-    let mut b = tar::Builder::new(Vec::new());
+    let mut files = Vec::new();
     for rel in &changes.upload {
         let full = tree.join(rel);
         let meta = full.symlink_metadata()?;
-        let dest = Path::new("testbed").join(rel);
+        let path = rel.to_string_lossy().into_owned();
         if meta.file_type().is_symlink() {
-            append_symlink(&mut b, &dest, &std::fs::read_link(&full)?)?;
+            let target = std::fs::read_link(&full)?;
+            files.push((path, target.as_os_str().as_bytes().to_vec(), MODE_SYMLINK));
         } else if meta.is_file() {
             let mode = if meta.permissions().mode() & 0o111 != 0 {
-                0o755
+                0o100755
             } else {
-                0o644
+                0o100644
             };
-            append_file(&mut b, &dest, &std::fs::read(&full)?, mode)?;
+            files.push((path, std::fs::read(&full)?, mode));
+        }
+    }
+    let applied = TreeChanges {
+        write: files,
+        delete: changes
+            .delete
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect(),
+    };
+    applied_archive(&applied, script, watchdog, blackhole)
+}
+
+const MODE_SYMLINK: u32 = 0o120000;
+
+/// [`run_archive`] from a candidate applied in memory (no checkout).
+pub(crate) fn applied_archive(
+    applied: &TreeChanges,
+    script: &str,
+    watchdog: u64,
+    blackhole: bool,
+) -> std::io::Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (rel, data, mode) in &applied.write {
+        let dest = Path::new("testbed").join(rel);
+        if *mode == MODE_SYMLINK {
+            let target = std::ffi::OsStr::from_bytes(data);
+            append_symlink(&mut b, &dest, Path::new(target))?;
+        } else {
+            let mode = if *mode == 0o100755 { 0o755 } else { 0o644 };
+            append_file(&mut b, &dest, data, mode)?;
         }
     }
     append_file(&mut b, "eval.sh", script.as_bytes(), 0o644)?;
-    let deletes: Vec<String> = changes
-        .delete
-        .iter()
-        .map(|p| quote(&p.to_string_lossy()))
-        .collect();
+    let deletes: Vec<String> = applied.delete.iter().map(|p| quote(p)).collect();
     let launcher = format!(
         "#!/bin/bash\n# patchgrade: remove what the candidate deleted, then run the eval script\n\
          # (stderr into stdout so that xtrace markers and test output keep their order).\n\
@@ -90,6 +121,45 @@ pub(crate) fn run_archive(
     );
     append_file(&mut b, "patchgrade-run.sh", launcher.as_bytes(), 0o755)?;
     b.into_inner()
+}
+
+/// Archives up to this size go in the container's command instead of an
+/// upload (base64, under Linux's 128 KiB limit on one argument): one engine
+/// call and one mount of the container's file system fewer.
+pub(crate) const INLINE_MAX: usize = 90 << 10;
+
+/// The container command that unpacks `archive` (given inline) at `/` and
+/// runs the launcher; the archive's text is gone from the process list once
+/// the launcher is exec'd.
+pub(crate) fn inline_command(archive: &[u8]) -> Vec<String> {
+    vec![
+        "bash".into(),
+        "-c".into(),
+        "printf %s \"$1\" | base64 -d | tar -x -C / || { echo 'patchgrade: unpacking the candidate failed' >&2; exit 97; }\n\
+         exec bash /patchgrade-run.sh"
+            .into(),
+        "patchgrade-unpack".into(),
+        base64(archive),
+    ]
+}
+
+/// Standard base64 with padding.
+fn base64(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= c.len() {
+                out.push(A[(n >> shift) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// A regular file entry.
@@ -187,6 +257,15 @@ pub(crate) fn append_tree<W: std::io::Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base64_as_coreutils_writes_it() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foob\xff\x00"), "Zm9vYv8A");
+    }
 
     #[test]
     fn changes_cover_added_modified_deleted_and_ignored_files() {

@@ -1,7 +1,9 @@
 //! One evaluation's container: create it from the instance image (no
-//! network unless the spec opts in; memory, CPU and pids limits; `--init`),
-//! upload the candidate's changed files and the eval script as one tar,
-//! attach, start, read the output until the script exits, remove. The
+//! network unless the spec opts in; memory, CPU and pids limits; `--init`)
+//! with the candidate's changed files and the eval script as one tar
+//! (inside the command when small, else uploaded before start), attach,
+//! start, read the output until the script exits, remove (after the result
+//! is returned; `finish` awaits the removals). The
 //! container's command is the eval script itself, so there is no idle main
 //! process to stop: removal is immediate. A timeout, an interrupt, an error
 //! or a dropped future all remove the container.
@@ -19,11 +21,12 @@ use bollard::query_parameters::{
 use bollard::{body_full, Docker};
 use futures_util::StreamExt;
 
-use super::archive::{candidate_changes, run_archive};
+use super::archive::{applied_archive, candidate_changes, inline_command, run_archive, INLINE_MAX};
 use super::daemon::is_status;
 use super::images::TESTBED;
 use super::{locked, DockerBackend, DockerEnv, DockerError, API_TIMEOUT};
 use crate::backend::{InfraError, RunOutput, Workspace};
+use crate::outcome::ContainerTimings;
 use crate::spec::ResolvedSpec;
 
 /// At most this much test output is kept (the rest is dropped, noted).
@@ -48,13 +51,24 @@ impl DockerBackend {
                 timed_out: false,
                 cancelled: true,
                 elapsed: Duration::ZERO,
+                container: None,
             });
         }
+        let t = Instant::now();
         let tree = ws.tree.clone();
+        let applied = ws.applied.clone();
         let script2 = script.to_string();
         let watchdog = timeout.as_secs() + WATCHDOG_GRACE;
         let blackhole = !rs.spec.network && rs.spec.blackhole_routes;
         let archive = tokio::task::spawn_blocking(move || {
+            if let Some(applied) = applied {
+                return applied_archive(&applied, &script2, watchdog, blackhole).map_err(
+                    |source| InfraError::Io {
+                        path: tree.clone(),
+                        source,
+                    },
+                );
+            }
             let changes = candidate_changes(&tree)
                 .map_err(|e| InfraError::Other(format!("listing the candidate's changes: {e}")))?;
             run_archive(&tree, &changes, &script2, watchdog, blackhole).map_err(|source| {
@@ -66,22 +80,35 @@ impl DockerBackend {
         })
         .await
         .map_err(|e| InfraError::Other(format!("archive task: {e}")))??;
+        let mut phases = ContainerTimings {
+            archive: t.elapsed().as_secs_f64(),
+            ..Default::default()
+        };
 
         let started = Instant::now();
         let docker = self.docker().await?;
-        let container = self.create_container(env, rs).await?;
+        let t = Instant::now();
+        let inline = (archive.len() <= INLINE_MAX).then(|| inline_command(&archive));
+        let uploads = inline.is_none();
+        let container = self.create_container(env, rs, inline).await?;
+        phases.create = t.elapsed().as_secs_f64();
         let guard = ContainerGuard {
             docker: docker.clone(),
             id: container.clone(),
             live: self.live.clone(),
             armed: true,
         };
-        let upload = UploadToContainerOptionsBuilder::default().path("/").build();
-        self.call(
-            "upload to container",
-            docker.upload_to_container(&container, Some(upload), body_full(archive.into())),
-        )
-        .await?;
+        if uploads {
+            let t = Instant::now();
+            let upload = UploadToContainerOptionsBuilder::default().path("/").build();
+            self.call(
+                "upload to container",
+                docker.upload_to_container(&container, Some(upload), body_full(archive.into())),
+            )
+            .await?;
+            phases.upload = t.elapsed().as_secs_f64();
+        }
+        let t = Instant::now();
         let attach = AttachContainerOptionsBuilder::default()
             .stream(true)
             .stdout(true)
@@ -92,11 +119,15 @@ impl DockerBackend {
             .call("attach", docker.attach_container(&container, Some(attach)))
             .await?
             .output;
+        phases.attach = t.elapsed().as_secs_f64();
+        let t = Instant::now();
         self.call(
             "start container",
             docker.start_container(&container, None::<StartContainerOptions>),
         )
         .await?;
+        phases.start = t.elapsed().as_secs_f64();
+        let t = Instant::now();
 
         let mut log: Vec<u8> = Vec::new();
         let mut dropped = 0usize;
@@ -131,9 +162,16 @@ impl DockerBackend {
                 _ = &mut interrupted => break (false, true),
             }
         };
+        phases.run = t.elapsed().as_secs_f64();
         let elapsed = started.elapsed();
         drop(output);
-        guard.remove().await;
+        // The result does not wait for the removal: `finish` awaits it.
+        let removal = tokio::spawn(guard.remove());
+        {
+            let mut pending = locked(&self.removals);
+            pending.retain(|h| !h.is_finished());
+            pending.push(removal);
+        }
         if dropped > 0 {
             log.extend_from_slice(
                 format!("\n[patchgrade: {dropped} bytes of output past {MAX_LOG} dropped]\n")
@@ -145,13 +183,17 @@ impl DockerBackend {
             timed_out,
             cancelled,
             elapsed,
+            container: Some(phases),
         })
     }
 
+    /// `inline`: a command that unpacks the run archive itself (see
+    /// [`inline_command`]); `None`: the archive is uploaded before start.
     async fn create_container(
         &self,
         env: &DockerEnv,
         rs: &ResolvedSpec,
+        inline: Option<Vec<String>>,
     ) -> Result<String, DockerError> {
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let short = env
@@ -194,7 +236,7 @@ impl DockerBackend {
         };
         let body = ContainerCreateBody {
             image: Some(env.id.clone()),
-            cmd: Some(vec!["bash".into(), "/patchgrade-run.sh".into()]),
+            cmd: Some(inline.unwrap_or_else(|| vec!["bash".into(), "/patchgrade-run.sh".into()])),
             working_dir: Some(TESTBED.into()),
             labels: Some(HashMap::from([
                 ("patchgrade.run_id".to_string(), self.run_id.clone()),

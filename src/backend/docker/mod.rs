@@ -13,8 +13,10 @@
 //! environment and the cleanup at the end of a run.
 
 pub mod archive;
+pub mod cache;
 pub mod containers;
 pub mod daemon;
+mod evict;
 pub mod images;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -47,7 +49,13 @@ pub struct DockerOptions {
     pub base_image: String,
     /// CA bundle installed in every image; `None`: from the environment.
     pub ca_cert: Option<String>,
-    pub cache_level: CacheLevel,
+    /// Images kept after the run, by tier (the reference's meaning); `None`
+    /// (the default): keep them all within the cache budget, evicting the
+    /// least recently used.
+    pub cache_level: Option<CacheLevel>,
+    /// The cache budget (`--cache-budget`, e.g. `20g`); `None`: the default
+    /// rule of [`cache::budget`].
+    pub cache_budget: Option<String>,
     /// Also remove images that existed before the run (per `cache_level`).
     pub clean: bool,
     pub force_rebuild: bool,
@@ -216,6 +224,10 @@ struct Conn {
     docker: Docker,
     /// Image names present when the run started (`--cache-level` keeps them).
     prior: HashSet<String>,
+    /// Budget mode (no `--cache-level`): the budget in force.
+    budget: Option<cache::Budget>,
+    /// Image ids by name when the run started.
+    present: HashMap<String, String>,
 }
 
 /// An image this run used, for the cleanup at its end.
@@ -252,13 +264,19 @@ pub struct DockerBackend {
     /// Containers alive now, removed by [`DockerBackend::kill_running`].
     live: Arc<Mutex<HashSet<String>>>,
     seq: AtomicU64,
+    /// `--cache-budget`, parsed.
+    budget_flag: Option<u64>,
+    /// The image cache index (budget mode), loaded on connecting.
+    index: Mutex<Option<cache::Index>>,
+    /// Containers being removed off the critical path, awaited by `finish`.
+    removals: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl DockerBackend {
     /// Set up; the engine is connected on first use. `log_root` is
     /// `logs/run_evaluation`; build logs go beside it in `logs/build_images`.
     pub fn new(
-        args: DockerOptions,
+        mut args: DockerOptions,
         cache: &Path,
         log_root: &Path,
         repos: RepoCache,
@@ -276,6 +294,23 @@ impl DockerBackend {
             )));
         }
         let memory = parse_size(&args.memory)?;
+        // `--clean` alone asks for the reference's cleanup: its default level.
+        if args.clean && args.cache_level.is_none() && args.cache_budget.is_none() {
+            args.cache_level = Some(CacheLevel::Env);
+        }
+        let budget_flag = match &args.cache_budget {
+            None => None,
+            Some(_) if args.cache_level.is_some() => {
+                return Err(DockerError::Config(
+                    "--cache-budget applies when no --cache-level is given".into(),
+                ))
+            }
+            Some(s) => Some(parse_size(s).map(|b| b as u64).map_err(|_| {
+                DockerError::Config(format!(
+                    "--cache-budget {s:?}: expected a size such as 50g or 800m"
+                ))
+            })?),
+        };
         let host_cpus = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1) as f64;
@@ -316,6 +351,9 @@ impl DockerBackend {
             used: Mutex::default(),
             live: Arc::default(),
             seq: AtomicU64::new(0),
+            budget_flag,
+            index: Mutex::default(),
+            removals: Mutex::default(),
         })
     }
 
@@ -334,8 +372,24 @@ impl DockerBackend {
                         op: "list images".into(),
                         source,
                     })?;
-                let prior = images.into_iter().flat_map(|i| i.repo_tags).collect();
-                Ok(Conn { docker, prior })
+                let present: HashMap<String, String> = images
+                    .into_iter()
+                    .flat_map(|i| {
+                        let id = i.id;
+                        i.repo_tags.into_iter().map(move |t| (t, id.clone()))
+                    })
+                    .collect();
+                let budget = match self.args.cache_level {
+                    Some(_) => None,
+                    None => Some(self.open_index(&docker, &present).await),
+                };
+                let prior = present.keys().cloned().collect();
+                Ok(Conn {
+                    docker,
+                    prior,
+                    budget,
+                    present,
+                })
             })
             .await
     }
@@ -428,37 +482,105 @@ impl DockerBackend {
         }
     }
 
-    /// End of run: remove images per `--cache-level` and `--clean`.
+    /// Start of a run: connect, so that the cache budget is shown first.
+    pub async fn start(&self) {
+        if let Err(e) = self.conn().await {
+            tracing::debug!("not connected at the start: {e}");
+        }
+    }
+
+    /// End of run: containers still being removed are awaited, then images
+    /// are removed per `--cache-level` and `--clean`, or (by default) the
+    /// least recently used evicted to fit the budget; one line says what
+    /// the run reused, built and removed.
     pub async fn finish(&self) {
         self.kill_running().await;
+        self.await_removals().await;
         let Some(conn) = self.conn.get() else { return };
+        let removed = match self.args.cache_level {
+            Some(level) => self.remove_per_level(conn, level).await,
+            None => self.evict(conn).await,
+        };
         let used: Vec<Used> = locked(&self.used).iter().cloned().collect();
-        // Instances first: a tier's images hold up its parents.
-        for u in used.iter().rev() {
-            if !images::should_remove(
-                u.tier,
-                self.args.cache_level,
-                self.args.clean,
-                conn.prior.contains(&u.name),
-            ) {
-                continue;
-            }
-            let opts = RemoveImageOptionsBuilder::default().force(false).build();
-            match self
-                .call(
-                    "remove image",
-                    conn.docker.remove_image(&u.name, Some(opts), None),
-                )
-                .await
-            {
-                Ok(_) => tracing::info!(
-                    "removed image {} (--cache-level {:?})",
-                    u.name,
-                    self.args.cache_level
-                ),
-                Err(e) => tracing::warn!("could not remove image {}: {e}", u.name),
+        let built = locked(&self.built).clone();
+        let instances: Vec<&Used> = used.iter().filter(|u| u.tier == Tier::Instance).collect();
+        let fresh = instances.iter().filter(|u| built.contains(&u.name)).count();
+        eprintln!(
+            "images: {} instance images reused, {fresh} built ({} images built in all); {removed} removed",
+            instances.len() - fresh,
+            built.len(),
+        );
+    }
+
+    /// `--cache-level`: images of the tiers it does not keep go.
+    async fn remove_per_level(&self, conn: &Conn, level: CacheLevel) -> usize {
+        let used: Vec<Used> = locked(&self.used).iter().cloned().collect();
+        let goes = |u: &&Used| {
+            images::should_remove(u.tier, level, self.args.clean, conn.prior.contains(&u.name))
+        };
+        // Children before parents: a tier's images hold up its parents.
+        let wave = |pick: &dyn Fn(&Used) -> bool| -> Vec<String> {
+            used.iter()
+                .filter(goes)
+                .filter(|u| pick(u))
+                .map(|u| u.name.clone())
+                .collect()
+        };
+        let root = |u: &Used| {
+            u.name
+                .rsplit('/')
+                .next()
+                .unwrap_or("")
+                .starts_with("patchgrade.root.")
+        };
+        let waves = vec![
+            wave(&|u| u.tier == Tier::Instance),
+            wave(&|u| u.tier == Tier::Env),
+            wave(&|u| u.tier == Tier::Base && !root(u)),
+            wave(&|u| u.tier == Tier::Base && root(u)),
+        ];
+        let why = format!("--cache-level {level:?}").to_lowercase();
+        self.remove_images(&conn.docker, waves, &why).await.len()
+    }
+
+    /// Removes images, a few at once, wave after wave, with a line per
+    /// image on stderr; returns those removed.
+    async fn remove_images(
+        &self,
+        docker: &Docker,
+        waves: Vec<Vec<String>>,
+        why: &str,
+    ) -> HashSet<String> {
+        use futures_util::StreamExt;
+        let total: usize = waves.iter().map(Vec::len).sum();
+        let mut removed = HashSet::new();
+        if total == 0 {
+            return removed;
+        }
+        eprintln!("removing {total} images ({why})");
+        let mut done = 0;
+        for wave in waves {
+            let mut results = futures_util::stream::iter(wave)
+                .map(|name| async move {
+                    let opts = RemoveImageOptionsBuilder::default().force(false).build();
+                    let r = self
+                        .call("remove image", docker.remove_image(&name, Some(opts), None))
+                        .await;
+                    (name, r)
+                })
+                .buffer_unordered(4);
+            while let Some((name, r)) = results.next().await {
+                done += 1;
+                match r {
+                    Ok(_) => {
+                        eprintln!("  removed {name} ({done}/{total})");
+                        removed.insert(name);
+                    }
+                    Err(e) => eprintln!("  could not remove {name} ({done}/{total}): {e}"),
+                }
             }
         }
+        removed
     }
 }
 
@@ -478,7 +600,8 @@ mod tests {
             instance_image_tag: "latest".into(),
             base_image: "none".into(),
             ca_cert: Some("none".into()),
-            cache_level: CacheLevel::Env,
+            cache_level: Some(CacheLevel::Env),
+            cache_budget: None,
             clean: false,
             force_rebuild: false,
             memory: "1g".into(),

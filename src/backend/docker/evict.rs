@@ -1,0 +1,153 @@
+//! Budget mode on the engine (no `--cache-level`): the index is opened and
+//! the budget shown when the run connects; at its end the run's images are
+//! recorded as used now and the least recently used others evicted until
+//! the cache fits (see [`super::cache`] for the rules).
+
+use std::collections::{HashMap, HashSet};
+
+use bollard::Docker;
+use futures_util::StreamExt;
+
+use super::cache::{self, human, Budget, Entry, Index};
+use super::{locked, Conn, DockerBackend};
+
+impl DockerBackend {
+    fn index_path(&self) -> std::path::PathBuf {
+        self.scratch.join("images.json")
+    }
+
+    /// Loads the index (images gone from the engine, or re-tagged, are
+    /// dropped), works out the budget and says both on stderr.
+    pub(super) async fn open_index(
+        &self,
+        docker: &Docker,
+        present: &HashMap<String, String>,
+    ) -> Budget {
+        let path = self.index_path();
+        let mut index = Index::load(&path).unwrap_or_else(|e| {
+            eprintln!("warning: {e}; starting a new index");
+            Index::empty(&path)
+        });
+        let gone: Vec<String> = index
+            .images
+            .iter()
+            .filter(|(name, e)| present.get(*name) != Some(&e.id))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in gone {
+            index.images.remove(&name);
+            index.forgotten.insert(name);
+        }
+        let usage = cache::usage(&index.images);
+        let root = match self.call("info", docker.info()).await {
+            Ok(info) => info.docker_root_dir,
+            Err(e) => {
+                tracing::warn!("{e}");
+                None
+            }
+        };
+        let free = root
+            .as_deref()
+            .and_then(|r| cache::free_space(std::path::Path::new(r)).map(|f| (f, r)));
+        let budget = cache::budget(self.budget_flag, free, usage);
+        eprintln!(
+            "image cache: {} in {} images ({usage} bytes), budget {} ({})",
+            human(usage),
+            index.images.len(),
+            human(budget.bytes),
+            budget.rule
+        );
+        *locked(&self.index) = Some(index);
+        budget
+    }
+
+    /// Records this run's images as used now, evicts to fit the budget and
+    /// writes the index; returns how many images were removed.
+    pub(super) async fn evict(&self, conn: &Conn) -> usize {
+        let Some(budget) = conn.budget.clone() else {
+            return 0;
+        };
+        let Some(mut index) = locked(&self.index).take() else {
+            return 0;
+        };
+        let now = cache::now_ms();
+        let used: Vec<String> = locked(&self.used).iter().map(|u| u.name.clone()).collect();
+        // An image indexed under the id it had at the start needs no
+        // inspection; one built (or rebuilt) by this run does.
+        let index_ref = &index;
+        let known: Vec<(String, Option<Entry>)> = futures_util::stream::iter(used.clone())
+            .map(|name| async move {
+                let e = match (index_ref.images.get(&name), conn.present.get(&name)) {
+                    (Some(e), Some(id)) if &e.id == id && !locked(&self.built).contains(&name) => {
+                        Some(e.clone())
+                    }
+                    _ => self.entry_of(&conn.docker, &name).await,
+                };
+                (name, e)
+            })
+            .buffer_unordered(8)
+            .collect()
+            .await;
+        for (name, e) in known {
+            match e {
+                Some(e) => {
+                    index.forgotten.remove(&name);
+                    index.images.insert(
+                        name,
+                        Entry {
+                            last_used: now,
+                            ..e
+                        },
+                    );
+                }
+                None => {
+                    index.images.remove(&name);
+                    index.forgotten.insert(name);
+                }
+            }
+        }
+        let in_use: HashSet<String> = used.into_iter().collect();
+        let waves = cache::plan_eviction(&index.images, &in_use, budget.bytes);
+        let why = format!(
+            "over the cache budget of {}: least recently used first",
+            human(budget.bytes)
+        );
+        let removed = self.remove_images(&conn.docker, waves, &why).await;
+        index.images.retain(|n, _| !removed.contains(n));
+        let usage = cache::usage(&index.images);
+        eprintln!(
+            "image cache: {} in {} images ({usage} bytes), budget {}",
+            human(usage),
+            index.images.len(),
+            human(budget.bytes)
+        );
+        if let Err(e) = index.save(&removed) {
+            eprintln!("warning: {e}");
+        }
+        removed.len()
+    }
+
+    /// The index entry of an image now in the engine (time not set).
+    async fn entry_of(&self, docker: &Docker, name: &str) -> Option<Entry> {
+        match self.call("inspect image", docker.inspect_image(name)).await {
+            Ok(i) => Some(Entry {
+                id: i.id.unwrap_or_default(),
+                last_used: 0,
+                layers: i.root_fs.and_then(|r| r.layers).unwrap_or_default(),
+                size: i.size.unwrap_or(0).max(0) as u64,
+            }),
+            Err(e) => {
+                tracing::warn!("{e}");
+                None
+            }
+        }
+    }
+
+    /// Waits for containers still being removed off the critical path.
+    pub(super) async fn await_removals(&self) {
+        let pending: Vec<_> = locked(&self.removals).drain(..).collect();
+        for h in pending {
+            let _ = h.await;
+        }
+    }
+}
