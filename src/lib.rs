@@ -20,6 +20,7 @@ pub mod plot;
 pub mod reaudit;
 pub mod repo;
 pub mod report;
+pub mod review;
 pub mod runner;
 pub mod script;
 pub mod select;
