@@ -7,3 +7,4 @@
 //! - [`lint`]: typed linter findings (ruff, flake8, pylint) and the delta
 //!   that blames a patch only for what it introduced.
 pub mod lines;
+pub mod lint;
