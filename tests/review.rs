@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use patchgrade::review::complexity;
 use patchgrade::review::lines::parse_diff;
 use patchgrade::review::lint::{self, LintFinding, RUFF_VERSION};
 
@@ -126,6 +127,8 @@ fn real_ruff_delta_blames_the_new_error_not_the_moved_one() {
     let args = lint::ruff_check_args(&["pkg"]);
     let base = lint::run_ruff(&ruff, repo, &args).unwrap();
     assert_eq!(brief(&base), vec![("pkg/m.py".into(), 9, "F401".into())]);
+    let cargs = complexity::ruff_complexity_args(&["pkg"]);
+    let base_cx = complexity::parse_complexity(&lint::run_ruff(&ruff, repo, &cargs).unwrap());
 
     std::fs::write(repo.join("pkg/m.py"), PATCHED).unwrap();
     let patch = git(repo, &["diff"]);
@@ -147,4 +150,19 @@ fn real_ruff_delta_blames_the_new_error_not_the_moved_one() {
         "the moved pre-existing error is kept, not blamed"
     );
     assert!(d.induced.is_empty() && d.fixed.is_empty(), "{d:?}");
+
+    // Complexity: the two added functions are touched; helper and old only
+    // moved.
+    let patched_cx = complexity::parse_complexity(&lint::run_ruff(&ruff, repo, &cargs).unwrap());
+    assert_eq!(base_cx.len(), 2);
+    assert_eq!(patched_cx.len(), 4);
+    let cx: Vec<(String, usize, Option<u32>, u32)> =
+        complexity::complexity_delta(&base_cx, &patched_cx, &files)
+            .into_iter()
+            .map(|c| (c.name, c.line, c.before, c.after))
+            .collect();
+    assert_eq!(
+        cx,
+        vec![("added".into(), 4, None, 2), ("newer".into(), 19, None, 1)]
+    );
 }

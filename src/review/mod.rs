@@ -6,5 +6,6 @@
 //! - [`lines`]: line mapping base ↔ patched through a diff's hunks.
 //! - [`lint`]: typed linter findings (ruff, flake8, pylint) and the delta
 //!   that blames a patch only for what it introduced.
+pub mod complexity;
 pub mod lines;
 pub mod lint;
