@@ -158,6 +158,35 @@ fn before_of(f: &FunctionComplexity, base: &[&FunctionComplexity], map: &LineMap
     }
 }
 
+/// A new function at or above this complexity is a finding (ruff's and
+/// mccabe's usual maximum is 10).
+pub const NEW_FUNCTION_MAX: u32 = 11;
+
+/// Touched functions whose complexity rose, and new functions at or above
+/// [`NEW_FUNCTION_MAX`], as review findings.
+pub fn findings_of(changes: &[ComplexityChange]) -> Vec<super::Finding> {
+    changes
+        .iter()
+        .filter(|c| match c.before {
+            Some(_) => c.delta() > 0,
+            None => c.after >= NEW_FUNCTION_MAX,
+        })
+        .map(|c| super::Finding {
+            kind: super::FindingKind::ComplexityIncrease,
+            file: Some(c.file.clone()),
+            lines: vec![c.line],
+            message: match c.before {
+                Some(b) => format!("`{}`: cyclomatic complexity {b} -> {}", c.name, c.after),
+                None => format!(
+                    "new function `{}` has cyclomatic complexity {}",
+                    c.name, c.after
+                ),
+            },
+            excerpt: None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

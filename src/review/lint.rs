@@ -347,6 +347,31 @@ pub fn delta(base: &[LintFinding], patched: &[LintFinding], files: &[DiffFile]) 
     out
 }
 
+/// The delta's new findings as review findings (induced and fixed ones are
+/// reported in the delta, not blamed).
+pub fn findings_of(d: &Delta) -> Vec<super::Finding> {
+    d.new
+        .iter()
+        .map(|f| super::Finding {
+            kind: if f.is_syntax_error() {
+                super::FindingKind::NewSyntaxError
+            } else {
+                super::FindingKind::NewLint
+            },
+            file: Some(f.file.clone()),
+            lines: vec![f.line],
+            message: format!(
+                "{} {} (col {}): {}",
+                f.tool.name(),
+                f.rule,
+                f.col,
+                f.message
+            ),
+            excerpt: None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

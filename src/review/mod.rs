@@ -23,6 +23,7 @@ pub mod hygiene;
 
 pub mod lines;
 pub mod lint;
+pub mod score;
 
 use serde::{Deserialize, Serialize};
 
@@ -113,5 +114,52 @@ impl Finding {
             (Some(f), None) => f.clone(),
             _ => String::new(),
         }
+    }
+}
+
+/// The static review of one patch: diff-only findings, and the linter and
+/// complexity deltas when the linters ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StaticReview {
+    pub score: score::Score,
+    /// Every finding, sorted (kind, file, lines).
+    pub findings: Vec<Finding>,
+    pub footprint: hygiene::Footprint,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gold_footprint: Option<hygiene::Footprint>,
+    pub tests_added: usize,
+    /// The lint delta, when a linter ran on both trees.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lint: Option<lint::Delta>,
+    /// Touched functions' complexity, when it was measured.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub complexity: Vec<complexity::ComplexityChange>,
+    /// Checks that could not run, and why; they never count as passed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Puts a patch's findings together and scores them.
+pub fn assemble(
+    hygiene: hygiene::Hygiene,
+    lint: Option<lint::Delta>,
+    complexity: Vec<complexity::ComplexityChange>,
+    notes: Vec<String>,
+) -> StaticReview {
+    let mut findings = hygiene.findings;
+    if let Some(d) = &lint {
+        findings.extend(lint::findings_of(d));
+    }
+    findings.extend(complexity::findings_of(&complexity));
+    findings.sort();
+    StaticReview {
+        score: score::score(&findings),
+        findings,
+        footprint: hygiene.footprint,
+        gold_footprint: hygiene.gold_footprint,
+        tests_added: hygiene.tests_added,
+        lint,
+        complexity,
+        notes,
     }
 }
