@@ -20,6 +20,7 @@
 
 pub mod complexity;
 pub mod hygiene;
+pub mod judge;
 
 pub mod lines;
 pub mod lint;
