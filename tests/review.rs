@@ -9,8 +9,8 @@ use patchgrade::review::complexity;
 use patchgrade::review::lines::parse_diff;
 use patchgrade::review::lint::{self, LintFinding, RUFF_VERSION};
 
-// #[path = "review/judge.rs"]
-// mod judge;
+#[path = "review/judge.rs"]
+mod judge;
 
 /// Like tests/common's `available`: missing tools skip, unless CI requires
 /// them (`PATCHGRADE_REQUIRE_PYPI=1`: ruff comes from PyPI).

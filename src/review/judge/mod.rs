@@ -430,7 +430,10 @@ fn one_sample(
     ))
 }
 
-#[expect(clippy::too_many_arguments, reason = "one call site; the pieces of one result")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site; the pieces of one result"
+)]
 fn summarise(
     input: &JudgeInput,
     cfg: &JudgeConfig,
