@@ -166,3 +166,75 @@ fn real_ruff_delta_blames_the_new_error_not_the_moved_one() {
         vec![("added".into(), 4, None, 2), ("newer".into(), 19, None, 1)]
     );
 }
+
+/// `harness-scripts/bench-static-audit.sh`: the static audit of a whole
+/// submission over SWE-bench Lite (`PATCHGRADE_LITE`), for the gold patches
+/// and, with `PATCHGRADE_PREDICTIONS`, a real submission. Prints figures.
+#[test]
+#[ignore = "benchmark: needs SWE-bench Lite (PATCHGRADE_LITE)"]
+fn bench_submission_audit_lite() {
+    use patchgrade::dataset::{load_predictions, Dataset};
+    use patchgrade::review::submission::{audit_submission, SubmissionOptions};
+    use std::time::Instant;
+
+    let Some(lite) = std::env::var_os("PATCHGRADE_LITE").map(PathBuf::from) else {
+        eprintln!("SKIPPED: set PATCHGRADE_LITE to SWE-bench Lite's test.jsonl");
+        return;
+    };
+    let ds = Dataset::load(&lite).unwrap();
+    let mut sources = vec![PathBuf::from("gold")];
+    if let Some(p) = std::env::var_os("PATCHGRADE_PREDICTIONS") {
+        sources.push(PathBuf::from(p));
+    }
+    for src in sources {
+        let preds = load_predictions(std::slice::from_ref(&src), &ds).unwrap();
+        for with_hints in [false, true] {
+            let t0 = Instant::now();
+            let a = audit_submission(&ds, &preds, &SubmissionOptions { with_hints });
+            let wall = t0.elapsed().as_secs_f64();
+            let s = a.summary();
+            println!(
+                "{} ({} predictions, hints {}): {:.3} s wall; {} empty, {} suspect; mean score {:.1}",
+                src.display(),
+                s.predictions,
+                if with_hints { "on" } else { "off" },
+                wall,
+                s.empty,
+                s.suspect,
+                s.mean_score.unwrap_or(f64::NAN)
+            );
+            println!("  reasons:  {:?}", s.reasons);
+            println!("  findings: {:?}", s.findings);
+            let mut buckets = [0usize; 5];
+            for p in &a.predictions {
+                if let Some(r) = &p.review {
+                    let b = match r.score.score {
+                        x if x >= 100.0 => 0,
+                        x if x >= 90.0 => 1,
+                        x if x >= 75.0 => 2,
+                        x if x >= 50.0 => 3,
+                        _ => 4,
+                    };
+                    buckets[b] += 1;
+                }
+            }
+            println!(
+                "  scores: 100: {}, [90,100): {}, [75,90): {}, [50,75): {}, <50: {}",
+                buckets[0], buckets[1], buckets[2], buckets[3], buckets[4]
+            );
+            if std::env::var_os("PATCHGRADE_BENCH_VERBOSE").is_some() {
+                for p in &a.predictions {
+                    for f in p.review.iter().flat_map(|r| &r.findings) {
+                        println!(
+                            "    {} {} {} {}",
+                            p.instance_id,
+                            f.kind,
+                            f.location(),
+                            f.message
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -14,10 +14,11 @@
 //!   finding per run of consecutive lines;
 //! - TODO/FIXME/XXX/HACK in an added comment.
 //!
-//! On hunks: a hunk whose removed and added lines are equal once all
-//! whitespace is removed is whitespace-only; inside other hunks, changed
-//! lines paired with a removed line that differs only in whitespace are
-//! churn.
+//! On hunks: whitespace is insignificant outside string literals, except
+//! Python's indentation (syntax). A hunk whose two sides are equal line for
+//! line once blank lines and insignificant whitespace are dropped is
+//! whitespace-only (a moved line is not); inside other hunks, changed lines
+//! paired with a removed line that differs only so are churn.
 //!
 //! On files: a file is unrelated when it is not in gold's footprint and the
 //! issue text names neither its path, its file name, its dotted module, nor
@@ -356,24 +357,60 @@ fn flush_comments(f: &FileDiff, run: &mut Vec<(usize, &str)>, out: &mut Vec<Find
     run.clear();
 }
 
-fn squash(s: &str) -> String {
-    s.chars().filter(|c| !c.is_whitespace()).collect()
+/// A line with its insignificant whitespace removed: whitespace outside
+/// string literals, except (in Python, where it is syntax) the indentation.
+/// Empty for a blank line.
+fn squash(s: &str, python: bool) -> String {
+    let body = s.trim_start();
+    if body.trim_end().is_empty() {
+        return String::new();
+    }
+    let mut out = String::new();
+    if python {
+        out.push_str(&s[..s.len() - body.len()]);
+        out.push('|');
+    }
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in body.chars() {
+        match quote {
+            Some(q) => {
+                out.push(c);
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None if c == '"' || c == '\'' => {
+                quote = Some(c);
+                out.push(c);
+            }
+            None if !c.is_whitespace() => out.push(c),
+            None => {}
+        }
+    }
+    out
 }
 
 fn whitespace(f: &FileDiff, out: &mut Vec<Finding>) {
+    let py = is_python(&f.path);
     let mut churn: Vec<usize> = Vec::new();
     for h in 0..f.sections.len() {
         let lines: Vec<_> = f.lines.iter().filter(|l| l.hunk == h).collect();
-        let removed: String = lines
-            .iter()
-            .filter(|l| l.kind == Kind::Remove)
-            .map(|l| squash(&l.text))
-            .collect();
-        let added: String = lines
-            .iter()
-            .filter(|l| l.kind == Kind::Add)
-            .map(|l| squash(&l.text))
-            .collect();
+        // Each side of the hunk, blank lines dropped, in order (so a moved
+        // line is not whitespace).
+        let side = |k: Kind| -> Vec<String> {
+            lines
+                .iter()
+                .filter(|l| l.kind == Kind::Context || l.kind == k)
+                .map(|l| squash(&l.text, py))
+                .filter(|t| !t.is_empty())
+                .collect()
+        };
+        let (removed, added) = (side(Kind::Remove), side(Kind::Add));
         let changes = lines.iter().filter(|l| l.kind != Kind::Context).count();
         if changes > 0 && removed == added {
             let at: Vec<usize> = lines
@@ -403,7 +440,7 @@ fn whitespace(f: &FileDiff, out: &mut Vec<Finding>) {
         let mut add: Vec<(usize, &str)> = Vec::new();
         let mut flush = |rem: &mut Vec<&str>, add: &mut Vec<(usize, &str)>| {
             for (r, (n, a)) in rem.iter().zip(add.iter()) {
-                if r != a && squash(r) == squash(a) && !squash(a).is_empty() {
+                if r != a && squash(r, py) == squash(a, py) && !squash(a, py).is_empty() {
                     churn.push(*n);
                 }
             }
@@ -618,6 +655,27 @@ mod tests {
         assert_eq!(h.footprint.files, 3);
         assert_eq!(h.footprint.code_files, 2);
         assert_eq!(h.gold_footprint.unwrap().changed(), 2);
+    }
+
+    #[test]
+    fn moves_string_spaces_and_reindents_are_not_whitespace() {
+        for p in [
+            // A line moved: same text, another order.
+            "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n a = 1\n+b.extend(c)\n d = 2\n-b.extend(c)\n",
+            // A space inside a string literal is data.
+            "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = \"{} \\n\".format(a)\n+x = \"{}\\n\".format(a)\n",
+            // Lines re-indented under a new block: Python syntax.
+            "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,4 @@\n def f(q):\n-    q.clear()\n-    q.add(1)\n+    if q:\n+        q.clear()\n+        q.add(1)\n",
+        ] {
+            let h = check(p, &Context::default());
+            assert!(h.findings.is_empty(), "{p}\n{:#?}", h.findings);
+        }
+        // The same re-indent in a JS file is whitespace (not syntax there).
+        let js = "diff --git a/m.js b/m.js\n--- a/m.js\n+++ b/m.js\n@@ -1,2 +1,2 @@\n-  f();\n-  g();\n+    f();\n+    g();\n";
+        assert_eq!(
+            kinds(&check(js, &Context::default())),
+            vec![(FindingKind::WhitespaceOnlyHunk, "m.js:1".into())]
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod judge;
 pub mod lines;
 pub mod lint;
 pub mod score;
+pub mod submission;
 
 use serde::{Deserialize, Serialize};
 
