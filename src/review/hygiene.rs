@@ -396,6 +396,10 @@ fn squash(s: &str, python: bool) -> String {
 }
 
 fn whitespace(f: &FileDiff, out: &mut Vec<Finding>) {
+    // A new or deleted file is all content, never churn.
+    if matches!(f.kind, ChangeKind::Added | ChangeKind::Deleted) {
+        return;
+    }
     let py = is_python(&f.path);
     let mut churn: Vec<usize> = Vec::new();
     for h in 0..f.sections.len() {
