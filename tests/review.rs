@@ -238,3 +238,211 @@ fn bench_submission_audit_lite() {
         }
     }
 }
+
+const CORE_BASE: &str = r#""""Core arithmetic."""
+
+
+def add(a, b):
+    return a + b
+
+
+def sub(a, b):
+    return a - b
+
+
+def helper():
+    import os
+    return 1
+
+
+def mul(a, b):
+    r=a * b
+    return r
+
+
+def div(a, b):
+    return a / b
+"#;
+
+/// Planted: a new function with a debug print inserted above everything, a
+/// new lint error (F821) on a changed line, commented-out code, a
+/// whitespace-only hunk; the pre-existing F401 in `helper` moves down and
+/// must not be blamed.
+const CORE_PLANTED: &str = r#""""Core arithmetic."""
+
+
+def scale(x, k):
+    print("scale", x, k)
+    return x * k
+
+
+def add(a, b):
+    return a + b
+
+
+def sub(a, b):
+    return a - c
+    # d = a - b
+    # return d
+
+
+def helper():
+    import os
+    return 1
+
+
+def mul(a, b):
+    r = a * b
+    return r
+
+
+def div(a, b):
+    return a / b
+"#;
+
+/// Gold: a clean fix.
+const CORE_GOLD: &str = r#""""Core arithmetic."""
+
+
+def add(a, b):
+    return a + b
+
+
+def sub(a, b):
+    return a - b
+
+
+def helper():
+    import os
+    return 1
+
+
+def mul(a, b):
+    r=a * b
+    return r
+
+
+def div(a, b):
+    if b == 0:
+        return None
+    return a / b
+"#;
+
+/// A real git repository with `files` committed; returns its path holder.
+fn repo_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q"]);
+    for (p, text) in files {
+        let path = dir.path().join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "base"]);
+    dir
+}
+
+/// A copy of `base`'s tree with `changes` written, and the diff between them
+/// (git's own).
+fn patched(base: &Path, changes: &[(&str, &str)]) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = base.display().to_string();
+    git(dir.path(), &["clone", "-q", &src, "."]);
+    for (p, text) in changes {
+        std::fs::write(dir.path().join(p), text).unwrap();
+    }
+    let diff = git(dir.path(), &["diff"]);
+    (dir, diff)
+}
+
+#[test]
+fn planted_problems_found_at_their_lines_with_real_ruff_and_none_on_gold() {
+    use patchgrade::review::hygiene::Context;
+    use patchgrade::review::local::{review_trees, LocalTools};
+    use patchgrade::review::FindingKind;
+
+    let Some(ruff) = ruff() else {
+        available(
+            &format!("ruff {RUFF_VERSION}"),
+            "PATCHGRADE_REQUIRE_PYPI",
+            false,
+        );
+        return;
+    };
+    let tools = LocalTools { ruff };
+    let base = repo_with(&[("pkg/core.py", CORE_BASE), ("pkg/other.py", "VALUE = 1\n")]);
+    let (gold_tree, gold) = patched(base.path(), &[("pkg/core.py", CORE_GOLD)]);
+    let issue = "core: div() raises ZeroDivisionError; sub() is fine.";
+    let ctx = Context {
+        issue,
+        gold_patch: Some(&gold),
+    };
+
+    let (tree, patch) = patched(
+        base.path(),
+        &[
+            ("pkg/core.py", CORE_PLANTED),
+            ("pkg/other.py", "VALUE = 1\nOTHER = 2\n"),
+        ],
+    );
+    let r = review_trees(&tools, base.path(), tree.path(), &patch, &ctx);
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    let got: Vec<(FindingKind, String)> =
+        r.findings.iter().map(|f| (f.kind, f.location())).collect();
+    assert_eq!(
+        got,
+        vec![
+            (FindingKind::NewLint, "pkg/core.py:14".into()),
+            (FindingKind::DebugPrint, "pkg/core.py:5".into()),
+            (FindingKind::CommentedOutCode, "pkg/core.py:15".into()),
+            (FindingKind::WhitespaceOnlyHunk, "pkg/core.py:25".into()),
+            (FindingKind::UnrelatedFile, "pkg/other.py:2".into()),
+            (FindingKind::MoreFilesThanGold, String::new()),
+        ],
+        "{:#?}",
+        r.findings
+    );
+    assert!(
+        r.findings[0].message.contains("F821"),
+        "{}",
+        r.findings[0].message
+    );
+    let d = r.lint.as_ref().unwrap();
+    // The pre-existing F401 in helper moved from line 13 to 20: kept.
+    assert_eq!(d.kept, 1);
+    assert_eq!(d.new.len(), 1);
+    assert_eq!(r.score.score, 100.0 - 6.0 - 10.0 - 5.0 - 4.0 - 8.0 - 4.0);
+    // Complexity was measured: scale is new (1); sub and mul touched (1 -> 1).
+    let cx: Vec<(&str, Option<u32>, u32)> = r
+        .complexity
+        .iter()
+        .map(|c| (c.name.as_str(), c.before, c.after))
+        .collect();
+    assert_eq!(
+        cx,
+        vec![("scale", None, 1), ("sub", Some(1), 1), ("mul", Some(1), 1)]
+    );
+
+    // Gold reviewed the same way: nothing at all.
+    let g = review_trees(&tools, base.path(), gold_tree.path(), &gold, &ctx);
+    assert!(
+        g.findings.is_empty() && g.notes.is_empty(),
+        "{:#?} {:?}",
+        g.findings,
+        g.notes
+    );
+    assert_eq!(g.score.score, 100.0);
+    assert_eq!(g.lint.as_ref().unwrap().kept, 1);
+
+    // A linter that cannot run is a note, never a clean delta.
+    let broken = LocalTools {
+        ruff: PathBuf::from("/nonexistent/ruff"),
+    };
+    let b = review_trees(&broken, base.path(), tree.path(), &patch, &ctx);
+    assert!(b.lint.is_none());
+    assert!(
+        b.notes.iter().any(|n| n.starts_with("ruff not run")),
+        "{:?}",
+        b.notes
+    );
+}

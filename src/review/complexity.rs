@@ -162,13 +162,20 @@ fn before_of(f: &FunctionComplexity, base: &[&FunctionComplexity], map: &LineMap
 /// mccabe's usual maximum is 10).
 pub const NEW_FUNCTION_MAX: u32 = 11;
 
-/// Touched functions whose complexity rose, and new functions at or above
-/// [`NEW_FUNCTION_MAX`], as review findings.
+/// A touched function whose complexity rises by this much is a finding; a
+/// fix that adds one guard (+1) or two is ordinary.
+pub const RISE_MIN: i64 = 3;
+
+/// Touched functions whose complexity rose by [`RISE_MIN`] or more or went
+/// past 10, and new functions at or above [`NEW_FUNCTION_MAX`], as review
+/// findings.
 pub fn findings_of(changes: &[ComplexityChange]) -> Vec<super::Finding> {
     changes
         .iter()
         .filter(|c| match c.before {
-            Some(_) => c.delta() > 0,
+            Some(b) => {
+                c.delta() >= RISE_MIN || (b < NEW_FUNCTION_MAX && c.after >= NEW_FUNCTION_MAX)
+            }
             None => c.after >= NEW_FUNCTION_MAX,
         })
         .map(|c| super::Finding {
@@ -190,6 +197,23 @@ pub fn findings_of(changes: &[ComplexityChange]) -> Vec<super::Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn which_changes_are_findings() {
+        let c = |before, after| ComplexityChange {
+            file: "m.py".into(),
+            name: "f".into(),
+            line: 1,
+            before,
+            after,
+        };
+        let found = |v: &[ComplexityChange]| findings_of(v).len();
+        assert_eq!(found(&[c(Some(1), 2), c(Some(4), 6), c(None, 10)]), 0);
+        assert_eq!(found(&[c(Some(1), 4)]), 1);
+        assert_eq!(found(&[c(Some(10), 11)]), 1);
+        assert_eq!(found(&[c(None, 11)]), 1);
+        assert!(findings_of(&[c(Some(2), 7)])[0].message.contains("2 -> 7"));
+    }
     use crate::review::lines::parse_diff;
     use crate::review::lint::Tool;
 

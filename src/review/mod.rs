@@ -24,6 +24,7 @@ pub mod judge;
 
 pub mod lines;
 pub mod lint;
+pub mod local;
 pub mod score;
 pub mod submission;
 
