@@ -446,3 +446,81 @@ fn planted_problems_found_at_their_lines_with_real_ruff_and_none_on_gold() {
         b.notes
     );
 }
+
+/// A tool at its pinned version (`$PATCHGRADE_<TOOL>` or the name on PATH),
+/// or None.
+fn pinned(name: &str, version_line: &str) -> Option<PathBuf> {
+    let var = format!("PATCHGRADE_{}", name.to_ascii_uppercase());
+    let exe = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(name));
+    let out = Command::new(&exe).arg("--version").output().ok()?;
+    let v = String::from_utf8_lossy(&out.stdout).to_string();
+    if v.starts_with(version_line) {
+        Some(exe)
+    } else {
+        eprintln!("found {name} {:?}, need {version_line}", v.lines().next());
+        None
+    }
+}
+
+#[test]
+fn real_flake8_and_pylint_with_the_projects_config() {
+    use lint::{Tool, FLAKE8_VERSION, PYLINT_VERSION};
+    let (Some(flake8), Some(pylint)) = (
+        pinned("flake8", &format!("{FLAKE8_VERSION} ")),
+        pinned("pylint", &format!("pylint {PYLINT_VERSION}\n")),
+    ) else {
+        available(
+            &format!("flake8 {FLAKE8_VERSION} and pylint {PYLINT_VERSION}"),
+            "PATCHGRADE_REQUIRE_PYPI",
+            false,
+        );
+        return;
+    };
+    // The project's config: flake8 lines of 40 characters at most; pylint
+    // only unused-variable (W0612).
+    let base_src = "def f(a):\n    return 'a line longer than forty characters', a\n";
+    let new_src = "def g(b):\n    unused = 2\n    return b\n\n\ndef f(a):\n    return 'a line longer than forty characters', a\n\n\nX = 'another line longer than forty characters'\n";
+    let base = repo_with(&[
+        (
+            "setup.cfg",
+            "[flake8]\nmax-line-length = 40\nselect = E501\n",
+        ),
+        (
+            "pyproject.toml",
+            "[tool.pylint.main]\ndisable = \"all\"\nenable = \"W0612\"\n",
+        ),
+        ("m.py", base_src),
+    ]);
+    assert_eq!(
+        lint::configured(base.path()),
+        vec![Tool::Flake8, Tool::Pylint]
+    );
+    let (tree, patch) = patched(base.path(), &[("m.py", new_src)]);
+    let files = parse_diff(&patch).unwrap();
+
+    let run = |tool, exe: &PathBuf, root: &Path| {
+        let args = match tool {
+            Tool::Flake8 => lint::flake8_args(&["m.py"]),
+            _ => lint::pylint_args(&["m.py"]),
+        };
+        lint::run_linter(tool, exe, root, &args).unwrap()
+    };
+    let (b, p) = (
+        run(Tool::Flake8, &flake8, base.path()),
+        run(Tool::Flake8, &flake8, tree.path()),
+    );
+    assert_eq!(brief(&b), vec![("m.py".into(), 2, "E501".into())]);
+    let d = lint::delta(&b, &p, &files);
+    assert_eq!(brief(&d.new), vec![("m.py".into(), 10, "E501".into())]);
+    assert_eq!(d.kept, 1, "the moved long line is not blamed");
+
+    let (b, p) = (
+        run(Tool::Pylint, &pylint, base.path()),
+        run(Tool::Pylint, &pylint, tree.path()),
+    );
+    assert!(b.is_empty(), "{b:?}");
+    let d = lint::delta(&b, &p, &files);
+    assert_eq!(brief(&d.new), vec![("m.py".into(), 2, "W0612".into())]);
+}

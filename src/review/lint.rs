@@ -27,6 +27,10 @@ use super::lines::{DiffFile, Fate, LineMap};
 /// The ruff version the review is pinned to (a tool layer in containers,
 /// `pip install ruff==RUFF_VERSION` on a host).
 pub const RUFF_VERSION: &str = "0.17.6";
+/// flake8 and pylint versions of the tool layer, for projects that
+/// configure them.
+pub const FLAKE8_VERSION: &str = "7.3.0";
+pub const PYLINT_VERSION: &str = "3.3.9";
 
 /// Which linter reported a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -228,36 +232,97 @@ pub fn ruff_check_args(paths: &[&str]) -> Vec<String> {
     a
 }
 
-/// Runs `ruff` (a path, or a name on PATH) on `paths` inside `root` on this
-/// host, and reads its findings. In containers the same arguments run in the
-/// tool layer; this is the host form (tests, `--backend local`).
-pub fn run_ruff(ruff: &Path, root: &Path, args: &[String]) -> Result<Vec<LintFinding>, LintError> {
-    let program = ruff.display().to_string();
-    let out = Command::new(ruff)
+/// The arguments of a flake8 run whose output [`parse_flake8`] reads (the
+/// project's flake8 configuration applies).
+pub fn flake8_args(paths: &[&str]) -> Vec<String> {
+    let mut a = vec!["--exit-zero".to_string()];
+    a.extend(paths.iter().map(|p| p.to_string()));
+    a
+}
+
+/// The arguments of a pylint run whose output [`parse_pylint`] reads.
+pub fn pylint_args(paths: &[&str]) -> Vec<String> {
+    let mut a = vec![
+        "--output-format=json".to_string(),
+        "--exit-zero".to_string(),
+    ];
+    a.extend(paths.iter().map(|p| p.to_string()));
+    a
+}
+
+/// The linters besides ruff that a project configures, from its files at
+/// `root`: flake8 (`.flake8`, or a `[flake8]` section in `setup.cfg` or
+/// `tox.ini`) and pylint (`.pylintrc`, `pylintrc`, a `[pylint...]` section
+/// in `setup.cfg`, `[tool.pylint...]` in `pyproject.toml`). ruff reads
+/// neither tool's configuration, so these run with their own.
+pub fn configured(root: &Path) -> Vec<Tool> {
+    let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default();
+    let has_section =
+        |text: &str, prefix: &str| text.lines().any(|l| l.trim_start().starts_with(prefix));
+    let mut out = Vec::new();
+    let (setup_cfg, tox_ini) = (read("setup.cfg"), read("tox.ini"));
+    if root.join(".flake8").is_file()
+        || has_section(&setup_cfg, "[flake8]")
+        || has_section(&tox_ini, "[flake8]")
+    {
+        out.push(Tool::Flake8);
+    }
+    if root.join(".pylintrc").is_file()
+        || root.join("pylintrc").is_file()
+        || has_section(&setup_cfg, "[pylint")
+        || has_section(&read("pyproject.toml"), "[tool.pylint")
+    {
+        out.push(Tool::Pylint);
+    }
+    out
+}
+
+/// Runs a linter (a path, or a name on PATH) with `args` inside `root` on
+/// this host and reads its findings. In containers the same arguments run in
+/// the tool layer; this is the host form (tests, `--backend local`).
+pub fn run_linter(
+    tool: Tool,
+    program: &Path,
+    root: &Path,
+    args: &[String],
+) -> Result<Vec<LintFinding>, LintError> {
+    let name = program.display().to_string();
+    let out = Command::new(program)
         .args(args)
         .current_dir(root)
         .output()
         .map_err(|source| LintError::Spawn {
-            program: program.clone(),
+            program: name.clone(),
             dir: root.to_path_buf(),
             source,
         })?;
-    // `--exit-zero`: any non-zero exit is ruff failing, not findings.
+    // Every run uses `--exit-zero`: a non-zero exit is the tool failing,
+    // not findings.
     if !out.status.success() {
         return Err(LintError::Failed {
-            program,
+            program: name,
             code: out.status.code(),
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         });
     }
     let root_abs = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    let mut f = parse_ruff(&String::from_utf8_lossy(&out.stdout), &root_abs)?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut f = match tool {
+        Tool::Ruff => parse_ruff(&text, &root_abs)?,
+        Tool::Flake8 => parse_flake8(&text, &root_abs)?,
+        Tool::Pylint => parse_pylint(&text, &root_abs)?,
+    };
     if root_abs != root {
         for x in &mut f {
             x.file = relative(&x.file, root);
         }
     }
     Ok(f)
+}
+
+/// [`run_linter`] for ruff.
+pub fn run_ruff(ruff: &Path, root: &Path, args: &[String]) -> Result<Vec<LintFinding>, LintError> {
+    run_linter(Tool::Ruff, ruff, root, args)
 }
 
 /// A base finding's line in the patched file, or `None` when its line was
@@ -495,6 +560,26 @@ mod tests {
         let mut rp = patched.clone();
         rp.reverse();
         assert_eq!(delta(&base, &rp, &files), d);
+    }
+
+    #[test]
+    fn configured_linters_are_found_from_the_projects_files() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(configured(d.path()).is_empty());
+        std::fs::write(
+            d.path().join("setup.cfg"),
+            "[metadata]\nname = x\n\n[flake8]\nmax-line-length = 100\n",
+        )
+        .unwrap();
+        assert_eq!(configured(d.path()), vec![Tool::Flake8]);
+        std::fs::write(
+            d.path().join("pyproject.toml"),
+            "[tool.pylint.messages_control]\ndisable = [\"C0114\"]\n",
+        )
+        .unwrap();
+        assert_eq!(configured(d.path()), vec![Tool::Flake8, Tool::Pylint]);
+        assert_eq!(flake8_args(&["a.py"]), vec!["--exit-zero", "a.py"]);
+        assert_eq!(pylint_args(&["a.py"])[0], "--output-format=json");
     }
 
     #[test]
