@@ -545,9 +545,15 @@ fn suggested(path: &str, issue: &str) -> bool {
     if issue.contains(path) || issue.contains(name) || issue.contains(module) {
         return true;
     }
-    stem.len() >= 4
-        && stem != "__init__"
-        && Regex::new(&format!(r"\b{}\b", regex::escape(stem))).is_ok_and(|r| r.is_match(issue))
+    stem.len() >= 4 && stem != "__init__" && has_word(issue, stem)
+}
+
+/// Whether `word` occurs in `text` with no identifier character either side.
+fn has_word(text: &str, word: &str) -> bool {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    text.match_indices(word).any(|(i, _)| {
+        !ident(text[..i].chars().next_back()) && !ident(text[i + word.len()..].chars().next())
+    })
 }
 
 fn unrelated(files: &[FileDiff], gold: &[FileDiff], issue: &str, out: &mut Vec<Finding>) {

@@ -133,8 +133,21 @@ mod tests {
         assert_eq!(a.score, 100.0 - 16.0 - 5.0 - 6.0);
     }
 
+    /// Exhaustive: a new kind fails to compile here until it is weighed.
+    fn listed(k: FindingKind) -> bool {
+        use FindingKind::*;
+        match k {
+            NewLint | NewSyntaxError | ComplexityIncrease | DebugPrint | DebuggerCall
+            | CommentedOutCode | TodoAdded | WhitespaceOnlyHunk | WhitespaceChurn
+            | UnrelatedFile | TestEdited | TestsAdded | LargerThanGold | MoreFilesThanGold
+            | Unreadable => WEIGHTS.iter().any(|(w, _, _)| *w == k),
+        }
+    }
+
     #[test]
     fn every_kind_has_a_weight_and_the_docs_show_the_table() {
+        assert!(WEIGHTS.iter().all(|(k, _, _)| listed(*k)));
+        assert_eq!(WEIGHTS.len(), 15, "every FindingKind once");
         let kinds: std::collections::BTreeSet<FindingKind> =
             WEIGHTS.iter().map(|(k, _, _)| *k).collect();
         assert_eq!(kinds.len(), WEIGHTS.len());
