@@ -181,13 +181,21 @@ fn bench_submission_audit_lite() {
         eprintln!("SKIPPED: set PATCHGRADE_LITE to SWE-bench Lite's test.jsonl");
         return;
     };
+    let t_load = Instant::now();
     let ds = Dataset::load(&lite).unwrap();
+    println!("dataset loaded in {:.3} s", t_load.elapsed().as_secs_f64());
     let mut sources = vec![PathBuf::from("gold")];
     if let Some(p) = std::env::var_os("PATCHGRADE_PREDICTIONS") {
         sources.push(PathBuf::from(p));
     }
     for src in sources {
+        let t_load = Instant::now();
         let preds = load_predictions(std::slice::from_ref(&src), &ds).unwrap();
+        println!(
+            "{} loaded in {:.3} s",
+            src.display(),
+            t_load.elapsed().as_secs_f64()
+        );
         for with_hints in [false, true] {
             let t0 = Instant::now();
             let a = audit_submission(&ds, &preds, &SubmissionOptions { with_hints });
