@@ -532,3 +532,120 @@ fn real_flake8_and_pylint_with_the_projects_config() {
     let d = lint::delta(&b, &p, &files);
     assert_eq!(brief(&d.new), vec![("m.py".into(), 2, "W0612".into())]);
 }
+
+/// The review script (what containers will run) executed by bash on this
+/// host with the real ruff gives the same review as `review_trees`.
+#[test]
+fn review_script_run_by_bash_matches_the_host_review() {
+    use patchgrade::review::hygiene::{self, Context};
+    use patchgrade::review::local::{review_trees, LocalTools};
+    use patchgrade::review::script::{self, ScriptSpec};
+
+    let Some(ruff) = ruff() else {
+        available(
+            &format!("ruff {RUFF_VERSION}"),
+            "PATCHGRADE_REQUIRE_PYPI",
+            false,
+        );
+        return;
+    };
+    // The script calls `<tool_bin>/ruff`: a folder with a link to the one
+    // found.
+    let bin = tempfile::tempdir().unwrap();
+    let exe = if ruff.components().count() > 1 {
+        ruff.clone()
+    } else {
+        let out = Command::new("sh")
+            .args(["-c", "command -v ruff"])
+            .output()
+            .unwrap();
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    };
+    std::os::unix::fs::symlink(&exe, bin.path().join("ruff")).unwrap();
+
+    let base = repo_with(&[("pkg/core.py", CORE_BASE), ("pkg/other.py", "VALUE = 1\n")]);
+    let (gold_tree, gold) = patched(base.path(), &[("pkg/core.py", CORE_GOLD)]);
+    drop(gold_tree);
+    let (tree, patch) = patched(
+        base.path(),
+        &[
+            ("pkg/core.py", CORE_PLANTED),
+            ("pkg/other.py", "VALUE = 1\nOTHER = 2\n"),
+        ],
+    );
+    let ctx = Context {
+        issue: "core: div() raises ZeroDivisionError; sub() is fine.",
+        gold_patch: Some(&gold),
+    };
+    let expected = review_trees(&LocalTools { ruff }, base.path(), tree.path(), &patch, &ctx);
+
+    // The container layout: the tree at base, the patched files aside.
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("testbed");
+    git(
+        work.path(),
+        &["clone", "-q", &base.path().display().to_string(), "testbed"],
+    );
+    let files = parse_diff(&patch).unwrap();
+    let (base_paths, new_paths, written, deleted) = script::paths_of(&files);
+    let new_dir = work.path().join("new");
+    for p in &written {
+        let dst = new_dir.join(p);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::copy(tree.path().join(p), dst).unwrap();
+    }
+    let (root_s, bin_s, new_s) = (
+        root.display().to_string(),
+        bin.path().display().to_string(),
+        new_dir.display().to_string(),
+    );
+    let spec = ScriptSpec {
+        root: &root_s,
+        tool_bin: &bin_s,
+        patched_dir: &new_s,
+        base_paths,
+        new_paths,
+        written,
+        deleted,
+        extra: Vec::new(),
+    };
+    let text = script::build(&spec);
+    let out = Command::new("bash").arg("-c").arg(&text).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = String::from_utf8_lossy(&out.stdout);
+    let result = script::parse_log(&log, &spec);
+    assert!(result.failures.is_empty(), "{:?}\n{log}", result.failures);
+    let got = script::review_from(&result, &spec, &files, hygiene::check(&patch, &ctx));
+    assert_eq!(got.findings, expected.findings);
+    assert_eq!(got.score, expected.score);
+    assert_eq!(got.complexity, expected.complexity);
+    assert_eq!(got.lint.as_ref().map(|d| d.kept), Some(1));
+    // The tree now holds the patched files.
+    assert_eq!(
+        std::fs::read_to_string(root.join("pkg/core.py")).unwrap(),
+        CORE_PLANTED
+    );
+
+    // A missing tool is a failure in the log, then a note, never clean.
+    let broken = ScriptSpec {
+        tool_bin: "/nonexistent",
+        ..spec.clone()
+    };
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(script::build(&broken))
+        .output()
+        .unwrap();
+    let r = script::parse_log(&String::from_utf8_lossy(&out.stdout), &broken);
+    assert_eq!(r.failures.len(), 4, "{:?}", r.failures);
+    let review = script::review_from(&r, &broken, &files, hygiene::check(&patch, &ctx));
+    assert!(
+        review.lint.is_none() && review.notes.len() == 4,
+        "{:?}",
+        review.notes
+    );
+}

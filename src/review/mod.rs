@@ -13,6 +13,9 @@
 //!   and the patch's size against gold's.
 //! - [`score`]: one number per patch from the findings, with documented
 //!   weights.
+//! - [`script`]: the review script (lint base, put the patched files in
+//!   place, lint again) that containers and hosts run, and its log's reader.
+//! - [`local`]: the static rubric on two trees on this host.
 //! - [`judge`]: the LLM judge (an OpenAI-compatible endpoint, only when
 //!   configured).
 //! - [`submission`]: the static audit of a whole predictions file, no
@@ -26,6 +29,7 @@ pub mod lines;
 pub mod lint;
 pub mod local;
 pub mod score;
+pub mod script;
 pub mod submission;
 
 use serde::{Deserialize, Serialize};
