@@ -124,7 +124,7 @@ fn real_ruff_delta_blames_the_new_error_not_the_moved_one() {
     git(repo, &["add", "-A"]);
     git(repo, &["commit", "-qm", "base"]);
 
-    let args = lint::ruff_check_args(&["pkg"]);
+    let args = lint::ruff_check_args(&["pkg"], lint::ruff_configured(repo));
     let base = lint::run_ruff(&ruff, repo, &args).unwrap();
     assert_eq!(brief(&base), vec![("pkg/m.py".into(), 9, "F401".into())]);
     let cargs = complexity::ruff_complexity_args(&["pkg"]);
@@ -608,6 +608,7 @@ fn review_script_run_by_bash_matches_the_host_review() {
         written,
         deleted,
         extra: Vec::new(),
+        ruff_configured: false,
     };
     let text = script::build(&spec);
     let out = Command::new("bash").arg("-c").arg(&text).output().unwrap();
@@ -771,6 +772,7 @@ fn bench_review_host_lite() {
                 written,
                 deleted,
                 extra: extra.clone(),
+                ruff_configured: lint::ruff_configured(&root),
             };
             let out = Command::new("bash")
                 .arg("-c")
@@ -836,4 +838,43 @@ fn bench_review_host_lite() {
             }
         }
     }
+}
+
+#[test]
+fn real_ruff_reads_the_projects_own_config_and_else_checks_likely_errors() {
+    let Some(ruff) = ruff() else {
+        available(
+            &format!("ruff {RUFF_VERSION}"),
+            "PATCHGRADE_REQUIRE_PYPI",
+            false,
+        );
+        return;
+    };
+    let src = "import os\n\n\ndef f(x):\n    return 'x=%s' % x\n";
+    // No ruff config: likely errors only (F401), not pyupgrade's UP031.
+    let plain = repo_with(&[("m.py", src)]);
+    assert!(!lint::ruff_configured(plain.path()));
+    let f = lint::run_ruff(
+        &ruff,
+        plain.path(),
+        &lint::ruff_check_args(&["m.py"], false),
+    )
+    .unwrap();
+    assert_eq!(brief(&f), vec![("m.py".into(), 1, "F401".into())]);
+    // The project selects UP031 only: that is what runs.
+    let configured = repo_with(&[
+        (
+            "pyproject.toml",
+            "[project]\nname = \"m\"\n\n[tool.ruff.lint]\nselect = [\"UP031\"]\n",
+        ),
+        ("m.py", src),
+    ]);
+    assert!(lint::ruff_configured(configured.path()));
+    let f = lint::run_ruff(
+        &ruff,
+        configured.path(),
+        &lint::ruff_check_args(&["m.py"], true),
+    )
+    .unwrap();
+    assert_eq!(brief(&f), vec![("m.py".into(), 5, "UP031".into())]);
 }

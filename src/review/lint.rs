@@ -215,9 +215,28 @@ pub fn parse_pylint(json: &str, root: &Path) -> Result<Vec<LintFinding>, LintErr
         .collect())
 }
 
-/// The arguments of a ruff check whose output [`parse_ruff`] reads: the
-/// project's own configuration applies (ruff finds it from the paths).
-pub fn ruff_check_args(paths: &[&str]) -> Vec<String> {
+/// Rules ruff checks in a project that does not configure ruff: pyflakes
+/// (F), pycodestyle's import, statement and syntax errors (E4, E7, E9) and
+/// bugbear (B), rules that flag likely errors. ruff 0.17's own default set is
+/// far wider (pyupgrade, import sorting, simplifications, ...): style
+/// choices a project opts into, which gold patches break as often as agents'
+/// (seen on SWE-bench Lite's sympy), so they are left to projects that
+/// configure them.
+pub const DEFAULT_SELECT: &str = "E4,E7,E9,F,B";
+
+/// Whether the project at `root` configures ruff (`ruff.toml`,
+/// `.ruff.toml`, or `[tool.ruff` in `pyproject.toml`).
+pub fn ruff_configured(root: &Path) -> bool {
+    root.join("ruff.toml").is_file()
+        || root.join(".ruff.toml").is_file()
+        || std::fs::read_to_string(root.join("pyproject.toml"))
+            .is_ok_and(|t| t.lines().any(|l| l.trim_start().starts_with("[tool.ruff")))
+}
+
+/// The arguments of a ruff check whose output [`parse_ruff`] reads. A
+/// project that configures ruff gets its own configuration (ruff finds it
+/// from the paths); any other gets [`DEFAULT_SELECT`].
+pub fn ruff_check_args(paths: &[&str], project_configured: bool) -> Vec<String> {
     let mut a: Vec<String> = [
         "check",
         "--output-format",
@@ -228,6 +247,9 @@ pub fn ruff_check_args(paths: &[&str]) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if !project_configured {
+        a.extend(["--select".to_string(), DEFAULT_SELECT.to_string()]);
+    }
     a.extend(paths.iter().map(|p| p.to_string()));
     a
 }
@@ -566,6 +588,17 @@ mod tests {
     fn configured_linters_are_found_from_the_projects_files() {
         let d = tempfile::tempdir().unwrap();
         assert!(configured(d.path()).is_empty());
+        assert!(!ruff_configured(d.path()));
+        assert!(ruff_check_args(&["a.py"], false).contains(&DEFAULT_SELECT.to_string()));
+        std::fs::write(
+            d.path().join("pyproject.toml"),
+            "[project]\nname = \"x\"\n[tool.ruff.lint]\nselect = [\"E\"]\n",
+        )
+        .unwrap();
+        assert!(ruff_configured(d.path()));
+        assert!(!ruff_check_args(&["a.py"], true)
+            .iter()
+            .any(|a| a == "--select"));
         std::fs::write(
             d.path().join("setup.cfg"),
             "[metadata]\nname = x\n\n[flake8]\nmax-line-length = 100\n",

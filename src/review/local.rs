@@ -61,7 +61,8 @@ pub fn review_trees(
     if new.is_empty() {
         return assemble(h, None, Vec::new(), notes);
     }
-    let lint_both = |args: fn(&[&str]) -> Vec<String>| -> Result<(Vec<LintFinding>, Vec<LintFinding>), LintError> {
+    let configured = lint::ruff_configured(base);
+    let lint_both = |args: &dyn Fn(&[&str]) -> Vec<String>| -> Result<(Vec<LintFinding>, Vec<LintFinding>), LintError> {
         let b = if old.is_empty() {
             Vec::new()
         } else {
@@ -69,14 +70,14 @@ pub fn review_trees(
         };
         Ok((b, run(tools, patched, args(&new))?))
     };
-    let delta: Option<Delta> = match lint_both(lint::ruff_check_args) {
+    let delta: Option<Delta> = match lint_both(&|p| lint::ruff_check_args(p, configured)) {
         Ok((b, p)) => Some(lint::delta(&b, &p, &files)),
         Err(e) => {
             notes.push(format!("ruff not run: {e}"));
             None
         }
     };
-    let cx: Vec<ComplexityChange> = match lint_both(complexity::ruff_complexity_args) {
+    let cx: Vec<ComplexityChange> = match lint_both(&complexity::ruff_complexity_args) {
         Ok((b, p)) => complexity::complexity_delta(
             &complexity::parse_complexity(&b),
             &complexity::parse_complexity(&p),

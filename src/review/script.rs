@@ -67,6 +67,9 @@ pub struct ScriptSpec<'a> {
     pub deleted: Vec<String>,
     /// Linters besides ruff (see [`lint::configured`]).
     pub extra: Vec<Tool>,
+    /// The project configures ruff ([`lint::ruff_configured`]); otherwise
+    /// ruff checks [`lint::DEFAULT_SELECT`].
+    pub ruff_configured: bool,
 }
 
 /// Single-quotes a word for the shell.
@@ -85,10 +88,10 @@ fn runs(extra: &[Tool]) -> Vec<(Tool, Run)> {
     v
 }
 
-fn args(tool: Tool, run: Run, paths: &[&str]) -> Vec<String> {
+fn args(tool: Tool, run: Run, paths: &[&str], ruff_configured: bool) -> Vec<String> {
     match (tool, run) {
         (Tool::Ruff, Run::Complexity) => ruff_complexity_args(paths),
-        (Tool::Ruff, Run::Lint) => lint::ruff_check_args(paths),
+        (Tool::Ruff, Run::Lint) => lint::ruff_check_args(paths, ruff_configured),
         (Tool::Flake8, _) => lint::flake8_args(paths),
         (Tool::Pylint, _) => lint::pylint_args(paths),
     }
@@ -118,7 +121,10 @@ pub fn build(spec: &ScriptSpec) -> String {
         }
         let p: Vec<&str> = paths.iter().map(String::as_str).collect();
         for (tool, run) in runs(&spec.extra) {
-            let argv: Vec<String> = args(tool, run, &p).iter().map(|a| q(a)).collect();
+            let argv: Vec<String> = args(tool, run, &p, spec.ruff_configured)
+                .iter()
+                .map(|a| q(a))
+                .collect();
             s.push_str(&format!(
                 "echo '>>>>> review {} {} {}'\n{} {} 2>\"$ERR\"\nrc=$?\necho\necho \">>>>> review exit $rc\"\ncat \"$ERR\"\necho\necho '>>>>> review end'\n",
                 tool.name(),
@@ -353,6 +359,7 @@ mod tests {
             written: vec!["pkg/it's.py".into()],
             deleted: vec!["old.py".into()],
             extra: vec![Tool::Flake8],
+            ruff_configured: false,
         }
     }
 
