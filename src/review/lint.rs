@@ -223,6 +223,9 @@ pub fn parse_pylint(json: &str, root: &Path) -> Result<Vec<LintFinding>, LintErr
 /// (seen on SWE-bench Lite's sympy), so they are left to projects that
 /// configure them.
 pub const DEFAULT_SELECT: &str = "E4,E7,E9,F,B";
+/// Left out of [`DEFAULT_SELECT`]: B905 (`zip()` without `strict=`) asks
+/// for a Python 3.10 parameter, a choice for projects that require 3.10.
+pub const DEFAULT_IGNORE: &str = "B905";
 
 /// Whether the project at `root` configures ruff (`ruff.toml`,
 /// `.ruff.toml`, or `[tool.ruff` in `pyproject.toml`).
@@ -248,7 +251,11 @@ pub fn ruff_check_args(paths: &[&str], project_configured: bool) -> Vec<String> 
     .map(|s| s.to_string())
     .collect();
     if !project_configured {
-        a.extend(["--select".to_string(), DEFAULT_SELECT.to_string()]);
+        a.extend(
+            ["--select", DEFAULT_SELECT, "--ignore", DEFAULT_IGNORE]
+                .iter()
+                .map(|s| s.to_string()),
+        );
     }
     a.extend(paths.iter().map(|p| p.to_string()));
     a
