@@ -209,8 +209,10 @@ pub fn paths_of(files: &[DiffFile]) -> (Vec<String>, Vec<String>, Vec<String>, V
 }
 
 /// The static review from the script's results: every linter's delta (one
-/// [`Delta`] over all tools; findings name their tool), ruff's complexity,
-/// the hygiene findings; failed runs become notes.
+/// [`Delta`] over all tools; findings name their tool; a new finding of the
+/// same rule code at the same line from a second tool, flake8's F401 beside
+/// ruff's, counted once), ruff's complexity, the hygiene findings; failed
+/// runs become notes.
 pub fn review_from(
     result: &ScriptResult,
     spec: &ScriptSpec,
@@ -235,6 +237,12 @@ pub fn review_from(
             acc.fixed.extend(d.fixed);
             acc.kept += d.kept;
         }
+    }
+    // flake8 reports pyflakes' codes as ruff does: one finding, not two.
+    if let Some(d) = &mut delta {
+        let mut seen = std::collections::BTreeSet::new();
+        d.new
+            .retain(|f| seen.insert((f.file.clone(), f.line, f.rule.clone())));
     }
     let cx = match result.pair(Tool::Ruff, Run::Complexity, spec) {
         Some((b, p)) => complexity::complexity_delta(
@@ -406,5 +414,44 @@ mod tests {
         assert!(r.pair(Tool::Ruff, Run::Lint, &sp).is_some());
         assert!(r.pair(Tool::Ruff, Run::Complexity, &sp).is_none());
         assert!(r.pair(Tool::Flake8, Run::Lint, &sp).is_none());
+    }
+
+    #[test]
+    fn a_finding_two_tools_report_counts_once() {
+        let patch =
+            "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1,2 @@\n x = 1\n+import os\n";
+        let files = crate::review::lines::parse_diff(patch).unwrap();
+        let sp = ScriptSpec {
+            base_paths: vec!["m.py".into()],
+            new_paths: vec!["m.py".into()],
+            written: vec!["m.py".into()],
+            deleted: Vec::new(),
+            ..spec()
+        };
+        let f = |tool| LintFinding {
+            tool,
+            rule: "F401".into(),
+            file: "m.py".into(),
+            line: 2,
+            col: 1,
+            message: "os".into(),
+        };
+        let mut r = ScriptResult::default();
+        for side in [Side::Base, Side::Patched] {
+            for (tool, run) in runs(&sp.extra) {
+                r.findings.insert((tool, side, run), Vec::new());
+            }
+        }
+        r.findings
+            .insert((Tool::Ruff, Side::Patched, Run::Lint), vec![f(Tool::Ruff)]);
+        r.findings.insert(
+            (Tool::Flake8, Side::Patched, Run::Lint),
+            vec![f(Tool::Flake8)],
+        );
+        let review = review_from(&r, &sp, &files, Hygiene::default());
+        let lint: Vec<_> = review.lint.unwrap().new;
+        assert_eq!(lint.len(), 1);
+        assert_eq!(lint[0].tool, Tool::Ruff);
+        assert!(review.notes.is_empty(), "{:?}", review.notes);
     }
 }
