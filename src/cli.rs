@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::backend::docker::DockerOptions;
 use crate::backend::{Backend, LocalBackend};
-use crate::dataset::{load_predictions, model_dir, Dataset, Prediction};
 use crate::image::CacheLevel;
+use crate::dataset::{load_predictions, model_dir, Dataset, Prediction};
 use crate::outcome::{EvalRecord, Outcome};
 use crate::repo::{RepoCache, RepoSources, DEFAULT_URL_TEMPLATE};
 use crate::report::{write_json_atomic, Summary, SummaryExtra};
@@ -316,6 +316,7 @@ pub struct DockerArgs {
     #[arg(long, default_value_t = 3600, value_name = "SECS")]
     pub build_timeout: u64,
 }
+
 
 /// `--cache-level` values (the library's `CacheLevel`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
