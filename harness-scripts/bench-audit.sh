@@ -5,7 +5,7 @@
 # the Agentless "solution in description" labels, one row per instance).
 #
 # Usage: harness-scripts/bench-audit.sh [path/to/swebench-lite/test.jsonl]
-# Default data: ../shared/data/swebench-lite/test.jsonl beside the repo.
+# Default data: tests/fixtures/swebench-lite/test.jsonl (a copy of Lite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -gt 0 ]; then

@@ -146,6 +146,17 @@ pub struct Prediction {
 }
 
 impl Prediction {
+    /// A prediction made by patchgrade itself (gold runs, base runs).
+    pub fn new(instance_id: &str, model: &str, model_patch: Option<String>) -> Prediction {
+        Prediction {
+            instance_id: instance_id.to_string(),
+            model_name_or_path: model.to_string(),
+            model_patch,
+            sample_id: None,
+            extra: Map::new(),
+        }
+    }
+
     pub fn is_empty_patch(&self) -> bool {
         self.model_patch
             .as_deref()
@@ -156,14 +167,30 @@ impl Prediction {
     pub fn model_dir(&self) -> String {
         model_dir(&self.model_name_or_path)
     }
+
+    /// What identifies the patch (in records, and to evaluate identical
+    /// samples once): the SHA-256 of its text; none for an empty patch.
+    pub fn patch_sha256(&self) -> Option<String> {
+        self.model_patch
+            .as_deref()
+            .filter(|p| !p.trim().is_empty())
+            .map(sha256_hex)
+    }
+}
+
+/// SHA-256 of a text, in hex.
+pub fn sha256_hex(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(text.as_bytes()))
 }
 
 pub fn model_dir(model: &str) -> String {
     model.replace('/', "__")
 }
 
-/// Rows of a `.jsonl` or `.json` file with their 1-based positions.
-fn read_rows(path: &Path) -> Result<Vec<(usize, Value)>, InputError> {
+/// Rows of a `.jsonl` or `.json` file (a list, or an object whose values
+/// are the rows) with their 1-based positions.
+pub fn read_rows(path: &Path) -> Result<Vec<(usize, Value)>, InputError> {
     let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
         path: path.to_owned(),
         source,
@@ -449,17 +476,33 @@ mod tests {
         assert_eq!(preds[0].model_name_or_path, "gold");
     }
 
+    /// Rows of SWE-bench Lite as published (test and dev splits; the
+    /// upstream code and issue texts replaced by notes, see the fixture).
     #[test]
-    fn real_swebench_lite_loads() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/swebench-lite");
-        assert!(
-            root.exists(),
-            "shared/ must sit beside the checkout: {}",
-            root.display()
+    fn real_swebench_lite_rows_load() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/swebench-lite/rows.jsonl");
+        let ds = Dataset::load(&path).unwrap();
+        let ids: Vec<&str> = ds
+            .instances
+            .iter()
+            .map(|i| i.instance_id.as_str())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "django__django-15202",
+                "sympy__sympy-12171",
+                "sqlfluff__sqlfluff-1625"
+            ]
         );
-        let test = Dataset::load(&root.join("test.jsonl")).unwrap();
-        let dev = Dataset::load(&root.join("dev.jsonl")).unwrap();
-        assert_eq!(test.instances.len() + dev.instances.len(), 323);
-        assert!(test.instances.iter().all(|i| !i.fail_to_pass.is_empty()));
+        let django = &ds.instances[0];
+        assert_eq!(django.fail_to_pass.len(), 2);
+        assert!(django.fail_to_pass[0].starts_with("test_urlfield_clean_invalid ("));
+        assert!(!django.pass_to_pass.is_empty());
+        assert_eq!(django.version, "4.1");
+        assert!(ds.instances.iter().all(|i| !i.fail_to_pass.is_empty()
+            && !i.environment_setup_commit.is_empty()
+            && !i.created_at.is_empty()));
     }
 }

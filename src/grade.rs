@@ -95,22 +95,6 @@ pub fn logs_eval(parser: LogParser, log: &str) -> Result<StatusMap, Ungradable> 
     Ok(map)
 }
 
-/// The status map of a finished evaluation, parsed from its
-/// `test_output.txt` with the instance's spec (None when there is no log or
-/// no spec). Used by every command that re-reads finished runs.
-pub fn log_statuses(
-    specs: &crate::spec::SpecSet,
-    inst: &crate::dataset::Instance,
-    dir: &std::path::Path,
-) -> Option<Result<StatusMap, Ungradable>> {
-    let spec = specs.lookup(&inst.repo, &inst.version).ok()?;
-    let text = std::fs::read(dir.join("test_output.txt")).ok()?;
-    Some(logs_eval(
-        spec.spec.log_parser,
-        &String::from_utf8_lossy(&text),
-    ))
-}
-
 /// `success` / `failure` lists as in report.json.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Split {
@@ -222,19 +206,16 @@ pub fn grade(map: &StatusMap, fail_to_pass: &[String], pass_to_pass: &[String]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::status_map;
 
     fn ids(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
     }
 
-    fn map(v: &[(&str, TestStatus)]) -> StatusMap {
-        v.iter().map(|(k, s)| (k.to_string(), *s)).collect()
-    }
-
     #[test]
     fn full_partial_no() {
         use TestStatus::*;
-        let m = map(&[("a", Passed), ("b", Failed), ("c", Passed), ("s", Skipped)]);
+        let m = status_map(&[("a", Passed), ("b", Failed), ("c", Passed), ("s", Skipped)]);
         assert_eq!(
             grade(&m, &ids(&["a"]), &ids(&["c", "s"])).resolution,
             Resolution::Full
@@ -257,7 +238,7 @@ mod tests {
     #[test]
     fn missing_ids_fail_and_are_reported_unmatched() {
         let g = grade(
-            &map(&[("a", TestStatus::Passed)]),
+            &status_map(&[("a", TestStatus::Passed)]),
             &ids(&["a", "zz"]),
             &ids(&["yy"]),
         );
@@ -268,7 +249,7 @@ mod tests {
     #[test]
     fn truncated_ids_prefix_match_only_when_agreeing() {
         use TestStatus::*;
-        let m = map(&[
+        let m = status_map(&[
             ("t[a b]", Passed),
             ("t[a c]", Passed),
             ("u[x y]", Passed),

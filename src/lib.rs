@@ -1,28 +1,35 @@
 //! patchgrade: grades SWE-bench-style candidate patches by running them.
 //!
-//! Data flow (see ARCHITECTURE.md): dataset + predictions + specs -> runner
-//! (repo checkout, patch apply, backend runs the eval script) -> parse -> grade
-//! -> report. Parsing and grading are plain sync code; async is only used to
-//! orchestrate processes, containers and timers.
+//! Data flow (see ARCHITECTURE.md): dataset + predictions + specs -> engine
+//! -> runner (repo checkout, patch apply, backend runs the eval script) ->
+//! parse -> grade -> audit -> rundir; analysis and passk read run folders
+//! back. Parsing, grading and statistics are plain sync code; async is only
+//! used to orchestrate processes, containers and timers. The command line
+//! (clap arguments, commands, exit codes) is the binary's, not the library's.
 
+pub mod analysis;
 pub mod audit;
 pub mod backend;
-pub mod cli;
 pub mod dataset;
+pub mod engine;
 pub mod grade;
-pub mod image;
 pub mod metrics;
 pub mod outcome;
 pub mod parse;
 pub mod passk;
 pub mod patch;
-pub mod plot;
-pub mod reaudit;
+pub mod perf;
+pub mod python;
 pub mod repo;
 pub mod report;
 pub mod review;
+pub mod rundir;
 pub mod runner;
 pub mod script;
-pub mod select;
 pub mod spec;
-pub mod validate;
+pub mod table;
+#[cfg(test)]
+mod test_support;
+
+/// The version written into records and summaries.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,8 +1,20 @@
-use clap::Parser;
-use patchgrade::cli::{self, exit, Cli, Command};
+//! The patchgrade command: parse the arguments, run the command, exit with
+//! its documented code (see `error::exit`).
+
+mod cli;
+mod commands;
+mod error;
+
+use clap::{CommandFactory, FromArgMatches};
+
+use cli::Cli;
+use error::{exit, ExpectedError};
 
 fn main() {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Which flags the user gave, so a run's recorded setup fills the rest.
+    let given = cli::reuse::Given::from_matches(&matches);
     let default = match cli.verbose {
         0 => "warn",
         1 => "info",
@@ -16,29 +28,29 @@ fn main() {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    let result = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            std::process::exit(exit::INFRA);
+        Ok(rt) => {
+            // A panic is a bug: reported as an internal error, not a crash
+            // code (the panic message is printed by the default hook).
+            let run = std::panic::AssertUnwindSafe(|| {
+                rt.block_on(commands::dispatch(cli.command, given))
+            });
+            std::panic::catch_unwind(run)
+                .unwrap_or_else(|_| Err(ExpectedError::Internal("patchgrade panicked".into())))
         }
+        Err(e) => Err(ExpectedError::infra(anyhow::anyhow!(
+            "cannot start the async runtime: {e}"
+        ))),
     };
-    let result = rt.block_on(async {
-        match cli.command {
-            Command::Run(args) => cli::run(args).await,
-            Command::Validate(args) => cli::validate(args).await,
-            Command::Audit(args) => cli::audit(args).await,
-            Command::Report(args) => patchgrade::passk::report(args),
-            Command::Select(args) => patchgrade::select::select(args).await,
-        }
-    });
     let code = match result {
-        Ok(code) => code,
+        Ok(()) => exit::OK,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            if !e.is_reported() {
+                eprintln!("{}: {e:#}", e.label());
+            }
             e.exit_code()
         }
     };

@@ -1,9 +1,11 @@
 //! The typed outcome of evaluating one (instance, prediction), and the record
 //! patchgrade keeps of it.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::audit::{Audit, Verdict};
 use crate::grade::{Grade, Ungradable};
+use crate::parse::StatusMap;
 use crate::patch::ApplyStrategy;
 
 /// What happened to one candidate. Environment and infrastructure failures
@@ -44,10 +46,11 @@ impl Outcome {
         }
     }
 
-    /// Whether a rerun of the same inputs should reuse this result. Infra
-    /// and environment failures depend on the machine, not on the inputs
-    /// (a daemon restarted, an interpreter installed): always re-evaluated.
-    pub fn is_final(self) -> bool {
+    /// Whether the outcome is the candidate's to answer for. Environment and
+    /// infrastructure failures are not: they depend on the machine (a daemon
+    /// restarted, an interpreter installed), so they are left out of pass@k's
+    /// n, counted apart by validate, and never reused on rerun.
+    pub fn counts_for_model(self) -> bool {
         !matches!(self, Outcome::InfraError | Outcome::EnvironmentBuildFailed)
     }
 
@@ -104,13 +107,71 @@ pub struct EvalRecord {
     pub ungradable: Option<Ungradable>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_exit_code: Option<i32>,
-    /// Whether a pass is clean or suspect, and why (graded runs only).
+    /// Status of every test in the log, when the tests ran and the log
+    /// parsed (records of 0.1.0 have none: their log is parsed again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub audit: Option<crate::audit::Audit>,
+    pub statuses: Option<StatusMap>,
+    /// Whether a pass is clean or suspect, and why (graded runs only).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "audit_or_verdict"
+    )]
+    pub audit: Option<Audit>,
     pub backend: String,
     /// Image id (docker) or env path (local) the tests ran in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
     pub timings: Timings,
     pub patchgrade_version: String,
+}
+
+impl EvalRecord {
+    /// A record with nothing known yet but who and where; the outcome is
+    /// `infra_error` until a step says otherwise.
+    pub fn new(instance_id: &str, model: &str, backend: &str) -> EvalRecord {
+        EvalRecord {
+            instance_id: instance_id.to_string(),
+            model_name_or_path: model.to_string(),
+            sample_id: None,
+            evaluated_as: None,
+            outcome: Outcome::InfraError,
+            detail: None,
+            cache_key: String::new(),
+            patch_sha256: None,
+            spec_hash: None,
+            apply_strategy: None,
+            grade: None,
+            ungradable: None,
+            test_exit_code: None,
+            statuses: None,
+            audit: None,
+            backend: backend.to_string(),
+            environment: None,
+            timings: Timings::default(),
+            patchgrade_version: crate::VERSION.into(),
+        }
+    }
+}
+
+/// An audit as patchgrade writes it, or one reduced to its verdict (edited
+/// by hand or by other tools): the verdict is what reports count.
+fn audit_or_verdict<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Audit>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Full(Audit),
+        Verdict { verdict: Verdict },
+    }
+    Ok(match Option::<Stored>::deserialize(d)? {
+        None => None,
+        Some(Stored::Full(a)) => Some(a),
+        Some(Stored::Verdict { verdict }) => Some(Audit {
+            verdict,
+            reasons: Vec::new(),
+            seconds: 0.0,
+            notes: Vec::new(),
+            checks: Vec::new(),
+        }),
+    })
 }

@@ -1,85 +1,80 @@
-//! Reports in the reference harness's schemas, written atomically, and the
-//! readable summary table.
+//! The run summary in the reference harness's schema (with patchgrade's
+//! counts under one key), audit counts, and the readable summary table.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
-use serde_json::{json, Value};
 
+use crate::audit::ReasonKind;
 use crate::dataset::{Dataset, Prediction};
-use crate::grade::Split;
 use crate::outcome::{EvalRecord, Outcome};
+use crate::runner::jobs::RecordKey;
+use crate::table::{render, Layout};
 
-/// Write `bytes` to `path` so that readers see the old file or the whole new
-/// one, never a part: a temp file in the same folder, fsync, rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+/// What a run was, for its summaries.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    pub run_id: String,
+    pub backend: String,
+    pub wall_seconds: f64,
 }
 
-/// Every `<model>/<leaf>/patchgrade.json` of a run folder, sorted.
-pub fn record_paths(run_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut models: Vec<PathBuf> = std::fs::read_dir(run_dir)?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    models.sort();
-    for m in models {
-        let mut leaves: Vec<PathBuf> = std::fs::read_dir(&m)?
-            .filter_map(Result::ok)
-            .map(|e| e.path().join("patchgrade.json"))
-            .filter(|p| p.is_file())
-            .collect();
-        leaves.sort();
-        out.extend(leaves);
+/// The summary of one model, with the records it counts.
+pub struct ModelSummary {
+    pub model: String,
+    pub summary: Summary,
+    /// By instance id.
+    pub records: BTreeMap<String, EvalRecord>,
+}
+
+/// One summary per model, as the reference names them, in the order the
+/// models first appear among the predictions. The reference's summary has
+/// one verdict per instance: with samples, the first sample stands for it
+/// (pass@k is reported separately).
+pub fn model_summaries(
+    dataset: &Dataset,
+    preds: &[&Prediction],
+    records: &BTreeMap<RecordKey, EvalRecord>,
+    run: &RunInfo,
+) -> Vec<ModelSummary> {
+    let mut models: Vec<&str> = Vec::new();
+    for p in preds {
+        if !models.contains(&p.model_name_or_path.as_str()) {
+            models.push(&p.model_name_or_path);
+        }
     }
-    Ok(out)
-}
-
-pub fn write_json_atomic(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
-    let mut text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
-    text.push(b'\n');
-    write_atomic(path, &text)
-}
-
-/// The per-instance `report.json`, standard keys as the reference writes
-/// them, patchgrade's record under one extra key.
-pub fn instance_report(record: &EvalRecord, patch_is_none: bool) -> Value {
-    let mut entry = serde_json::Map::new();
-    entry.insert("patch_is_None".into(), json!(patch_is_none));
-    entry.insert("patch_exists".into(), json!(!patch_is_none));
-    let gradable = record.grade.is_some();
-    entry.insert("patch_successfully_applied".into(), json!(gradable));
-    entry.insert(
-        "resolved".into(),
-        json!(record.outcome == Outcome::Resolved),
-    );
-    if let Some(g) = &record.grade {
-        let empty = Split::default();
-        entry.insert(
-            "tests_status".into(),
-            json!({
-                "FAIL_TO_PASS": g.fail_to_pass,
-                "PASS_TO_PASS": g.pass_to_pass,
-                "FAIL_TO_FAIL": empty,
-                "PASS_TO_FAIL": empty,
-            }),
-        );
-    }
-    entry.insert(
-        "patchgrade".into(),
-        serde_json::to_value(record).expect("record serialises"),
-    );
-    json!({ record.instance_id.clone(): entry })
+    models
+        .into_iter()
+        .map(|model| {
+            let own: Vec<&Prediction> = preds
+                .iter()
+                .copied()
+                .filter(|p| p.model_name_or_path == model)
+                .collect();
+            let mut recs: BTreeMap<String, EvalRecord> = BTreeMap::new();
+            for ((m, id, _), r) in records {
+                if m == model {
+                    recs.entry(id.clone()).or_insert_with(|| r.clone());
+                }
+            }
+            let extra = SummaryExtra {
+                version: crate::VERSION.into(),
+                run_id: run.run_id.clone(),
+                model_name_or_path: model.to_string(),
+                backend: run.backend.clone(),
+                outcomes: BTreeMap::new(),
+                ids_by_outcome: BTreeMap::new(),
+                audit: AuditCounts::default(),
+                wall_seconds: run.wall_seconds,
+            };
+            ModelSummary {
+                model: model.to_string(),
+                summary: Summary::build(dataset, &own, &recs, extra),
+                records: recs,
+            }
+        })
+        .collect()
 }
 
 /// The run summary (`<model>.<run_id>.json`), reference schema_version 2.
@@ -126,11 +121,22 @@ pub struct AuditCounts {
     pub resolved: usize,
     pub clean_resolved: usize,
     pub suspect_resolved: usize,
+    /// Resolved passes whose requested check could not run (neither clean
+    /// nor suspect). Left out when zero, so summaries of runs without
+    /// dynamic checks read as before.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub inconclusive_resolved: usize,
     /// Resolved records with no audit (made by an older version).
     pub not_audited: usize,
     /// Suspect resolved passes per reason (a pass may have several).
-    pub reasons: BTreeMap<crate::audit::ReasonKind, usize>,
+    pub reasons: BTreeMap<ReasonKind, usize>,
     pub suspect_ids: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inconclusive_ids: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl AuditCounts {
@@ -144,11 +150,14 @@ impl AuditCounts {
             Some(a) if a.is_suspect() => {
                 self.suspect_resolved += 1;
                 self.suspect_ids.push(id.to_string());
-                let kinds: BTreeSet<crate::audit::ReasonKind> =
-                    a.reasons.iter().map(|r| r.kind).collect();
+                let kinds: BTreeSet<ReasonKind> = a.reasons.iter().map(|r| r.kind).collect();
                 for k in kinds {
                     *self.reasons.entry(k).or_default() += 1;
                 }
+            }
+            Some(a) if a.is_inconclusive() => {
+                self.inconclusive_resolved += 1;
+                self.inconclusive_ids.push(id.to_string());
             }
             Some(_) => self.clean_resolved += 1,
         }
@@ -244,12 +253,11 @@ impl Summary {
 
     /// A readable table: one line per instance, then the counts.
     pub fn table(&self, records: &BTreeMap<String, EvalRecord>) -> String {
-        let mut out = String::new();
-        let width = records.keys().map(String::len).max().unwrap_or(8).max(8);
-        out.push_str(&format!(
-            "{:<width$}  {:<24}  detail\n",
-            "instance", "outcome"
-        ));
+        let mut rows = vec![vec![
+            "instance".to_string(),
+            "outcome".into(),
+            "detail".into(),
+        ]];
         for (id, r) in records {
             let mut detail = r.detail.clone().unwrap_or_default();
             if let Some(a) = r
@@ -257,21 +265,22 @@ impl Summary {
                 .as_ref()
                 .filter(|a| r.outcome == Outcome::Resolved && a.is_suspect())
             {
-                let kinds: BTreeSet<String> = a
-                    .reasons
-                    .iter()
-                    .filter_map(|x| {
-                        serde_json::to_value(x.kind)
-                            .ok()
-                            .and_then(|v| v.as_str().map(String::from))
-                    })
-                    .collect();
+                let kinds: BTreeSet<&str> = a.reasons.iter().map(|x| x.kind.name()).collect();
                 detail = format!(
                     "suspect: {}",
                     kinds.into_iter().collect::<Vec<_>>().join(", ")
                 );
+            } else if let Some(a) = r
+                .audit
+                .as_ref()
+                .filter(|a| r.outcome == Outcome::Resolved && a.is_inconclusive())
+            {
+                let checks: BTreeSet<&str> = a.failed_checks().map(|c| c.check.name()).collect();
+                detail = format!(
+                    "inconclusive: {} could not run",
+                    checks.into_iter().collect::<Vec<_>>().join(", ")
+                );
             }
-            let detail = detail.as_str();
             let detail: String = detail
                 .lines()
                 .next()
@@ -279,11 +288,14 @@ impl Summary {
                 .chars()
                 .take(100)
                 .collect();
-            out.push_str(&format!(
-                "{id:<width$}  {:<24}  {detail}\n",
-                r.outcome.name()
-            ));
+            rows.push(vec![id.clone(), r.outcome.name().into(), detail]);
         }
+        // The outcome column fits every outcome's name.
+        let layout = Layout {
+            min_widths: &[8, 24],
+            ..Layout::default()
+        };
+        let mut out = render(&rows, layout);
         out.push_str(&format!(
             "\n{} instances, {} submitted: {} resolved, {} unresolved, {} empty patch, {} errors",
             self.total_instances,
@@ -315,18 +327,10 @@ impl Summary {
             let reasons: Vec<String> = a
                 .reasons
                 .iter()
-                .map(|(k, n)| {
-                    format!(
-                        "{n} {}",
-                        serde_json::to_value(k)
-                            .ok()
-                            .and_then(|v| v.as_str().map(String::from))
-                            .unwrap_or_default()
-                    )
-                })
+                .map(|(k, n)| format!("{n} {}", k.name()))
                 .collect();
             out.push_str(&format!(
-                "audit of the {} resolved: {} clean, {} suspect{}{}\n",
+                "audit of the {} resolved: {} clean, {} suspect{}{}{}\n",
                 a.resolved,
                 a.clean_resolved,
                 a.suspect_resolved,
@@ -334,6 +338,11 @@ impl Summary {
                     String::new()
                 } else {
                     format!(" ({})", reasons.join(", "))
+                },
+                if a.inconclusive_resolved > 0 {
+                    format!(", {} inconclusive", a.inconclusive_resolved)
+                } else {
+                    String::new()
                 },
                 if a.not_audited > 0 {
                     format!(", {} not audited", a.not_audited)
@@ -343,21 +352,5 @@ impl Summary {
             ));
         }
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn atomic_write_replaces_whole_file() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("sub/report.json");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
-        // No temp files left behind.
-        assert_eq!(std::fs::read_dir(d.path().join("sub")).unwrap().count(), 1);
     }
 }

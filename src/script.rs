@@ -20,16 +20,25 @@ pub fn directives(changes: &[FileChange], mode: TestDirectives) -> Vec<String> {
     changes
         .iter()
         .filter(|c| !matches!(c.kind, ChangeKind::Deleted))
-        .map(|c| c.path.as_str())
-        .filter(|p| !NON_TEST_EXTS.iter().any(|ext| p.ends_with(ext)))
-        .map(|p| match mode {
-            TestDirectives::Django => {
-                let p = p.strip_suffix(".py").unwrap_or(p);
-                p.strip_prefix("tests/").unwrap_or(p).replace('/', ".")
-            }
-            _ => p.to_string(),
-        })
+        .filter_map(|c| directive(&c.path, mode))
         .collect()
+}
+
+/// The runner argument for one test file under the spec's rule (`django`:
+/// `tests/a/b.py` → `a.b`); None for files that are not tests by extension
+/// and when the rule is `none`. Every caller that selects tests goes through
+/// it, so a runner never sees an argument form it refuses.
+pub fn directive(path: &str, mode: TestDirectives) -> Option<String> {
+    if mode == TestDirectives::None || NON_TEST_EXTS.iter().any(|ext| path.ends_with(ext)) {
+        return None;
+    }
+    Some(match mode {
+        TestDirectives::Django => {
+            let p = path.strip_suffix(".py").unwrap_or(path);
+            p.strip_prefix("tests/").unwrap_or(p).replace('/', ".")
+        }
+        _ => path.to_string(),
+    })
 }
 
 /// Single-quote for bash.

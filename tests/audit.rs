@@ -19,12 +19,13 @@ fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit")
 }
 
-/// SWE-bench Lite test split: `PATCHGRADE_LITE`, or shared/ beside the repo.
+/// SWE-bench Lite test split: `PATCHGRADE_LITE`, or the copy in
+/// tests/fixtures/swebench-lite/.
 fn lite_path() -> PathBuf {
     std::env::var_os("PATCHGRADE_LITE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/swebench-lite/test.jsonl")
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/swebench-lite/test.jsonl")
         })
 }
 

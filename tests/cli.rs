@@ -2,63 +2,21 @@
 
 mod common;
 
+use common::widgets::*;
 use common::*;
 use serde_json::Value;
 
 const SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
 
-const CORE_BUGGY: &str = "def clamp(x, lo, hi):\n    return max(lo, x)\n";
-const CORE_FIXED: &str = "def clamp(x, lo, hi):\n    return min(hi, max(lo, x))\n";
-const CORE_WRONG: &str = "def clamp(x, lo, hi):\n    return min(hi - 1, max(lo, x))\n";
-const TESTS_BASE: &str = "import unittest\nfrom widgets.core import clamp\n\n\nclass TestClamp(unittest.TestCase):\n    def test_low(self):\n        self.assertEqual(clamp(-5, 0, 3), 0)\n";
-const F2P: &str = "tests.test_core.TestClamp.test_high";
-const P2P: &str = "tests.test_core.TestClamp.test_low";
-
-/// The widgets fixture: a repo with a clamp() bug, its gold fix and the test
-/// patch that catches it.
-struct Widgets {
-    sb: Sandbox,
-    repo: FixtureRepo,
-    base: String,
-    gold: String,
-    /// Fixes the low bound but gets the high one wrong.
-    wrong: String,
-    test_patch: String,
-}
-
+/// The widgets fixture with a later commit holding the fix: the checkout
+/// must not expose it.
 fn widgets() -> Widgets {
-    let sb = Sandbox::new();
-    let repo = FixtureRepo::new(&sb, "acme/widgets");
-    repo.commit(
-        &[
-            ("widgets/__init__.py", Some(b"")),
-            ("widgets/core.py", Some(CORE_BUGGY.as_bytes())),
-            ("tests/__init__.py", Some(b"")),
-            ("tests/test_core.py", Some(TESTS_BASE.as_bytes())),
-        ],
-        "initial",
-    );
-    let base = repo.head();
-    // A later commit holding the fix: the checkout must not expose it.
-    let gold = repo.diff_of(&[("widgets/core.py", Some(CORE_FIXED.as_bytes()))], false);
-    let tests_new = format!(
-        "{TESTS_BASE}\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n"
-    );
-    let test_patch = repo.diff_of(&[("tests/test_core.py", Some(tests_new.as_bytes()))], false);
-    let wrong = repo.diff_of(&[("widgets/core.py", Some(CORE_WRONG.as_bytes()))], false);
-    repo.commit(
+    let w = Widgets::new(SPEC, &[]);
+    w.repo.commit(
         &[("widgets/core.py", Some(CORE_FIXED.as_bytes()))],
         "the future fix",
     );
-    sb.write("specs/widgets.yaml", SPEC);
-    Widgets {
-        sb,
-        repo,
-        base,
-        gold,
-        wrong,
-        test_patch,
-    }
+    w
 }
 
 impl Widgets {

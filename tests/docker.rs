@@ -12,6 +12,7 @@ mod common;
 use std::process::Command;
 use std::sync::Mutex;
 
+use common::widgets::*;
 use common::*;
 use serde_json::Value;
 
@@ -76,56 +77,17 @@ fn image_id(name: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-const CORE_BUGGY: &str = "def clamp(x, lo, hi):\n    return max(lo, x)\n";
-const CORE_FIXED: &str = "def clamp(x, lo, hi):\n    return min(hi, max(lo, x))\n";
-const CORE_WRONG: &str = "def clamp(x, lo, hi):\n    return min(hi - 1, max(lo, x))\n";
 const LEGACY: &str = "OLD = True\n";
-const TESTS_BASE: &str = "import unittest\nfrom widgets.core import clamp\n\n\nclass TestClamp(unittest.TestCase):\n    def test_low(self):\n        self.assertEqual(clamp(-5, 0, 3), 0)\n";
-const F2P: &str = "tests.test_core.TestClamp.test_high";
-const P2P: &str = "tests.test_core.TestClamp.test_low";
 
 const UNITTEST_SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
 const PYTEST_SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    pip_packages: [pytest]\n    test_cmd: pytest -rA -p no:cacheprovider\n    log_parser: pytest\n";
 
-struct Widgets {
-    sb: Sandbox,
-    repo: FixtureRepo,
-    base: String,
-    gold: String,
-}
-
+/// The widgets fixture with one more file, for a candidate to delete.
 fn widgets(spec: &str) -> Widgets {
-    let sb = Sandbox::new();
-    let repo = FixtureRepo::new(&sb, "acme/widgets");
-    repo.commit(
-        &[
-            ("widgets/__init__.py", Some(b"")),
-            ("widgets/core.py", Some(CORE_BUGGY.as_bytes())),
-            ("widgets/legacy.py", Some(LEGACY.as_bytes())),
-            ("tests/__init__.py", Some(b"")),
-            ("tests/test_core.py", Some(TESTS_BASE.as_bytes())),
-        ],
-        "initial",
-    );
-    let base = repo.head();
-    let gold = repo.diff_of(&[("widgets/core.py", Some(CORE_FIXED.as_bytes()))], false);
-    sb.write("specs/widgets.yaml", spec);
-    Widgets {
-        sb,
-        repo,
-        base,
-        gold,
-    }
+    Widgets::new(spec, &[("widgets/legacy.py", LEGACY.as_bytes())])
 }
 
 impl Widgets {
-    /// A test patch that adds `body` (a test method of TestClamp) to the tests.
-    fn test_patch(&self, body: &str) -> String {
-        let tests = format!("{TESTS_BASE}\n{body}");
-        self.repo
-            .diff_of(&[("tests/test_core.py", Some(tests.as_bytes()))], false)
-    }
-
     fn run(&self, run_id: &str, preds: &str, extra: &[&str]) -> std::process::Output {
         let mut a = vec![
             "run",
@@ -155,8 +117,6 @@ impl Widgets {
     }
 }
 
-const HIGH: &str = "    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n";
-
 #[test]
 fn docker_runs_real_instances_isolated_and_leaves_no_container() {
     if !docker_ready("docker_runs_real_instances_isolated_and_leaves_no_container") {
@@ -164,20 +124,18 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let w = widgets(UNITTEST_SPEC);
-    let high = w.test_patch(HIGH);
-    let wrong = w
-        .repo
-        .diff_of(&[("widgets/core.py", Some(CORE_WRONG.as_bytes()))], false);
+    let high = w.test_patch.clone();
+    let wrong = w.wrong.clone();
     // A test that never ends: the container must be killed and removed.
     let hang =
-        w.test_patch("    def test_high(self):\n        import time\n        time.sleep(600)\n");
+        w.tests_adding("    def test_high(self):\n        import time\n        time.sleep(600)\n");
     // The test run has no network.
-    let net = w.test_patch(
+    let net = w.tests_adding(
         "    def test_high(self):\n        import socket\n        with self.assertRaises(OSError):\n            socket.create_connection((\"deb.debian.org\", 80), timeout=3)\n",
     );
     // A fork bomb: the pids limit stops it; the test sees fork fail, counts
     // the processes it reached, then kills them.
-    let bomb = w.test_patch(concat!(
+    let bomb = w.tests_adding(concat!(
         "    def test_high(self):\n",
         "        import os, signal, time\n",
         "        pid = os.fork()\n",
@@ -212,13 +170,13 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
         &legacy_blob[..7],
         LEGACY
     );
-    let moved_test = w.test_patch(
+    let moved_test = w.tests_adding(
         "    def test_high(self):\n        import os\n        from widgets.extra.more import MORE\n        self.assertEqual(MORE, 1)\n        self.assertFalse(os.path.exists('widgets/legacy.py'))\n        self.assertEqual(clamp(9, 0, 3), 3)\n",
     );
     // Two instances whose environment cannot be made: a Python no Debian
-    // suite ships, and a setup step that fails in the instance image.
+    // suite ships and no host build provides, and a setup step that fails in the instance image.
     let mut bad_python = instance(
-        "w-py38",
+        "w-nopython",
         "acme/widgets",
         &w.base,
         &w.gold,
@@ -226,7 +184,7 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
         &[F2P],
         &[P2P],
     );
-    bad_python["version"] = "py38".into();
+    bad_python["version"] = "nopython".into();
     let mut bad_setup = instance(
         "w-setup",
         "acme/widgets",
@@ -240,7 +198,7 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
     w.sb.write(
         "specs/widgets.yaml",
         &format!(
-            "{UNITTEST_SPEC}  py38:\n    python: \"3.8\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \
+            "{UNITTEST_SPEC}  nopython:\n    python: \"3.99\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \
              badsetup:\n    python: \"3.11\"\n    pre_install: [\"echo setup is broken; exit 3\"]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n"
         ),
     );
@@ -304,7 +262,7 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
     ];
     w.sb.write("dataset.jsonl", &jsonl(&rows));
     let preds = vec![
-        prediction("w-py38", "m", Some(&w.gold)),
+        prediction("w-nopython", "m", Some(&w.gold)),
         prediction("w-setup", "m", Some(&w.gold)),
         prediction("w-gold", "m", Some(&w.gold)),
         prediction("w-wrong", "m", Some(&wrong)),
@@ -320,7 +278,15 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
         "preds.jsonl",
         &["--timeout", "25", "--pids-limit", "256"],
     );
-    assert_eq!(out.status.code(), Some(0));
+    // w-nopython and w-setup end environment_build_failed by design: the run
+    // completes, and says those results are inconclusive (exit 4).
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("w-nopython (m) environment_build_failed")
+            && stderr.contains("w-setup (m) environment_build_failed"),
+        "{stderr}"
+    );
 
     let gold = w.record(&run_id, "m", "w-gold");
     assert_eq!(gold["outcome"], "resolved", "{gold}");
@@ -329,6 +295,10 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
     assert!(
         env.contains("patchgrade.eval.") && env.contains("sha256:"),
         "image id recorded: {env}"
+    );
+    assert!(
+        env.ends_with("; python 3.11 (debian-suite bookworm)"),
+        "interpreter recorded: {env}"
     );
     let wrong_rec = w.record(&run_id, "m", "w-wrong");
     assert_eq!(wrong_rec["outcome"], "unresolved", "{wrong_rec}");
@@ -369,11 +339,14 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
         "resolved",
         "{moved_info}"
     );
-    let py38 = w.record(&run_id, "m", "w-py38");
-    assert_eq!(py38["outcome"], "environment_build_failed", "{py38}");
+    // No suite ships 3.99 and no host has a build: the error says what
+    // to do.
+    let nopy = w.record(&run_id, "m", "w-nopython");
+    assert_eq!(nopy["outcome"], "environment_build_failed", "{nopy}");
+    let detail = nopy["detail"].as_str().unwrap();
     assert!(
-        py38["detail"].as_str().unwrap().contains("Python 3.8"),
-        "{py38}"
+        detail.contains("no Python 3.99") && detail.contains("--python-dir 3.99=PREFIX"),
+        "{nopy}"
     );
     let setup = w.record(&run_id, "m", "w-setup");
     assert_eq!(setup["outcome"], "environment_build_failed", "{setup}");
@@ -395,7 +368,7 @@ fn docker_pip_env_over_https_and_images_reused_per_cache_level() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let w = widgets(PYTEST_SPEC);
-    let high = w.test_patch(HIGH);
+    let high = w.test_patch.clone();
     let id = format!("acme__widgets-pip{}", std::process::id());
     w.sb.write(
         "dataset.jsonl",
@@ -430,7 +403,7 @@ fn docker_pip_env_over_https_and_images_reused_per_cache_level() {
         "images",
         "--format",
         "{{.Repository}}:{{.Tag}}",
-        "patchgrade.env.py.*",
+        "patchgrade.env.py3.11.*",
     ]);
     assert!(!env_images.is_empty(), "env images are kept");
 
@@ -497,7 +470,7 @@ fn docker_namespace_images_from_a_local_registry() {
     };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let w = widgets(UNITTEST_SPEC);
-    let high = w.test_patch(HIGH);
+    let high = w.test_patch.clone();
     let id = format!("acme__widgets-ns{}", std::process::id());
     w.sb.write(
         "dataset.jsonl",

@@ -6,7 +6,8 @@
 //! or from the raw text when it does not parse, so a malformed candidate is
 //! still audited as far as it can be read.
 
-use crate::patch::{ChangeKind, Patch};
+use crate::patch::hunks::HunkHeader;
+use crate::patch::{paths, ChangeKind, Patch};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -155,50 +156,31 @@ impl Building {
     }
 }
 
-/// `a/x` -> `x`; `/dev/null` -> None; quotes and a tab-separated date cut.
-fn header_path(s: &str) -> Option<String> {
-    let s = s.split('\t').next().unwrap_or(s).trim_end();
-    let s = s.trim_matches('"');
-    if s == "/dev/null" || s.is_empty() {
-        return None;
+/// `a/x` -> `x`: the scan takes git's default prefixes off.
+fn unprefixed(p: String) -> String {
+    match p.strip_prefix("a/").or_else(|| p.strip_prefix("b/")) {
+        Some(rest) => rest.to_string(),
+        None => p,
     }
-    let s = s
-        .strip_prefix("a/")
-        .or_else(|| s.strip_prefix("b/"))
-        .unwrap_or(s);
-    Some(s.to_string())
 }
 
-/// `a/x b/y` from a `diff --git` line.
+/// The path of a `---`/`+++` line as the patch parser reads it; None for
+/// `/dev/null` or a path that cannot be read.
+fn side_path(rest: &str) -> Option<String> {
+    paths::dash_path(rest).ok().flatten().map(unprefixed)
+}
+
+/// The path of a `rename from`/`copy to` line.
+fn ext_path(rest: &str) -> Option<String> {
+    paths::header_path(rest.trim_end()).ok()
+}
+
+/// The two paths of a `diff --git` line.
 fn git_paths(rest: &str) -> (Option<String>, Option<String>) {
-    if let Some(i) = rest.rfind(" b/") {
-        (header_path(&rest[..i]), header_path(&rest[i + 1..]))
-    } else {
-        let mut it = rest.split_whitespace();
-        (
-            it.next().and_then(header_path),
-            it.next().and_then(header_path),
-        )
+    match paths::split_git_line(rest) {
+        Some((a, b)) => (Some(unprefixed(a)), Some(unprefixed(b))),
+        None => (None, None),
     }
-}
-
-/// `@@ -a[,b] +c[,d] @@ section` -> (a, b, c, d, section).
-fn hunk_header(line: &str) -> Option<(usize, usize, usize, usize, String)> {
-    let rest = line.strip_prefix("@@ -")?;
-    let (ranges, section) = match rest.find(" @@") {
-        Some(i) => (&rest[..i], rest[i + 3..].trim().to_string()),
-        None => (rest, String::new()),
-    };
-    let (old, new) = ranges.split_once(" +")?;
-    let range = |r: &str| -> Option<(usize, usize)> {
-        match r.split_once(',') {
-            Some((s, l)) => Some((s.trim().parse().ok()?, l.trim().parse().ok()?)),
-            None => Some((r.trim().parse().ok()?, 1)),
-        }
-    };
-    let (a, b) = range(old)?;
-    let (c, d) = range(new)?;
-    Some((a, b, c, d, section))
 }
 
 /// Line scan of a diff: sections at `diff --git` or at a `---`/`+++` pair
@@ -226,38 +208,28 @@ fn scan(text: &str) -> Vec<FileDiff> {
             if in_hunk && hunk_line && !header_like {
                 let b = cur.get_or_insert_with(Building::default);
                 let hunk = b.sections.len().saturating_sub(1);
-                match first {
-                    Some('+') => {
-                        b.lines.push(DLine {
-                            kind: Kind::Add,
-                            new_no,
-                            text: line[1..].to_string(),
-                            hunk,
-                        });
-                        new_no += 1;
-                        remaining = Some((ro, rn.saturating_sub(1)));
-                    }
-                    Some('-') => {
-                        b.lines.push(DLine {
-                            kind: Kind::Remove,
-                            new_no,
-                            text: line[1..].to_string(),
-                            hunk,
-                        });
-                        remaining = Some((ro.saturating_sub(1), rn));
-                    }
-                    Some('\\') => {}
-                    _ => {
-                        b.lines.push(DLine {
-                            kind: Kind::Context,
-                            new_no,
-                            text: line.get(1..).unwrap_or("").to_string(),
-                            hunk,
-                        });
-                        new_no += 1;
-                        remaining = Some((ro.saturating_sub(1), rn.saturating_sub(1)));
-                    }
+                let kind = match first {
+                    Some('\\') => continue,
+                    Some('+') => Kind::Add,
+                    Some('-') => Kind::Remove,
+                    _ => Kind::Context,
+                };
+                b.lines.push(DLine {
+                    kind,
+                    new_no,
+                    text: line.get(1..).unwrap_or("").to_string(),
+                    hunk,
+                });
+                // Added and context lines take a new-side line, removed and
+                // context lines an old-side one.
+                let (old_side, new_side) = (kind != Kind::Add, kind != Kind::Remove);
+                if new_side {
+                    new_no += 1;
                 }
+                remaining = Some((
+                    if old_side { ro.saturating_sub(1) } else { ro },
+                    if new_side { rn.saturating_sub(1) } else { rn },
+                ));
                 continue;
             }
             if !in_hunk && line.starts_with('\\') {
@@ -287,27 +259,27 @@ fn scan(text: &str) -> Vec<FileDiff> {
                 cur = Some(Building::default());
             }
             if let Some(b) = cur.as_mut() {
-                b.old = header_path(rest);
+                b.old = side_path(rest);
                 if b.old.is_none() {
                     b.added = true;
                 }
             }
         } else if let Some(rest) = line.strip_prefix("+++ ") {
             let b = cur.get_or_insert_with(Building::default);
-            b.new = header_path(rest);
+            b.new = side_path(rest);
             if b.new.is_none() {
                 b.deleted = true;
             }
         } else if line.starts_with("@@ -") {
-            if let Some((_, b_, c, d, section)) = hunk_header(line) {
+            if let Some(h) = HunkHeader::parse_lenient(line) {
                 let b = cur.get_or_insert_with(Building::default);
-                b.sections.push(section);
-                new_no = c.max(1);
+                b.sections.push(h.section.trim().to_string());
+                new_no = h.new_start.max(1);
                 // An empty side starts at the line before (`+5,0`).
-                if d == 0 {
-                    new_no = c + 1;
+                if h.new_len == 0 {
+                    new_no = h.new_start + 1;
                 }
-                remaining = Some((b_, d));
+                remaining = Some((h.old_len, h.new_len));
             }
         } else if let Some(b) = cur.as_mut() {
             if line.starts_with("new file mode") {
@@ -315,14 +287,14 @@ fn scan(text: &str) -> Vec<FileDiff> {
             } else if line.starts_with("deleted file mode") {
                 b.deleted = true;
             } else if let Some(p) = line.strip_prefix("rename from ") {
-                b.rename_from = header_path(p);
+                b.rename_from = ext_path(p);
             } else if let Some(p) = line.strip_prefix("rename to ") {
-                b.rename_to = header_path(p);
+                b.rename_to = ext_path(p);
             } else if let Some(p) = line.strip_prefix("copy from ") {
-                b.rename_from = header_path(p);
+                b.rename_from = ext_path(p);
                 b.copy = true;
             } else if let Some(p) = line.strip_prefix("copy to ") {
-                b.rename_to = header_path(p);
+                b.rename_to = ext_path(p);
                 b.copy = true;
             }
         }

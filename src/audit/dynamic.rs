@@ -10,14 +10,19 @@
 //!   either patch changes, run with gold and with the candidate, twice each.
 //!   A test that passes in both gold runs and fails in both candidate runs
 //!   is a divergence; one seen once is noise and does not count.
+//!
+//! A check is only as good as its gold baseline: when gold fails a held-out
+//! test, an expected id matches nothing in gold's log, or gold's divergence
+//! runs record no results, the check could not run for the instance
+//! ([`CheckRun`] with the cause) and the verdict cannot be `clean`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Evidence, Reason, ReasonKind};
+use super::{CheckKind, CheckRun, Evidence, Reason, ReasonKind};
 use crate::dataset::Instance;
 use crate::parse::{StatusMap, TestStatus};
 use crate::patch::{ChangeKind, Patch};
@@ -61,13 +66,49 @@ impl HeldOut {
     }
 }
 
+/// Why a `--held-out` sidecar could not be read. The messages carry the
+/// cause's text (and name the file and line), as `--dataset` errors do.
+#[derive(Debug, thiserror::Error)]
+pub enum SidecarError {
+    #[error("{}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: {error}", path.display())]
+    List {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+    #[error("{}:{line}: {error}", path.display())]
+    Row {
+        path: PathBuf,
+        line: usize,
+        error: serde_json::Error,
+    },
+    #[error("{}:{line}: missing instance_id", path.display())]
+    MissingId { path: PathBuf, line: usize },
+}
+
 /// Read a `--held-out` sidecar: JSON lines (or a JSON list) of objects with
 /// `instance_id`, `HELD_OUT_TESTS` and `held_out_test_patch`.
-pub fn load_sidecar(path: &Path) -> Result<BTreeMap<String, HeldOut>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn load_sidecar(path: &Path) -> Result<BTreeMap<String, HeldOut>, SidecarError> {
+    let text = std::fs::read_to_string(path).map_err(|error| SidecarError::Read {
+        path: path.to_owned(),
+        error,
+    })?;
+    let row_error = |line: usize| {
+        move |error| SidecarError::Row {
+            path: path.to_owned(),
+            line,
+            error,
+        }
+    };
     let rows: Vec<(usize, Value)> = if text.trim_start().starts_with('[') {
-        let v: Vec<Value> =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let v: Vec<Value> = serde_json::from_str(&text).map_err(|error| SidecarError::List {
+            path: path.to_owned(),
+            error,
+        })?;
         v.into_iter().enumerate().map(|(i, v)| (i + 1, v)).collect()
     } else {
         let mut rows = Vec::new();
@@ -76,8 +117,7 @@ pub fn load_sidecar(path: &Path) -> Result<BTreeMap<String, HeldOut>, String> {
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty())
         {
-            let v = serde_json::from_str(line)
-                .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
+            let v = serde_json::from_str(line).map_err(row_error(i + 1))?;
             rows.push((i + 1, v));
         }
         rows
@@ -87,10 +127,12 @@ pub fn load_sidecar(path: &Path) -> Result<BTreeMap<String, HeldOut>, String> {
         let id = v
             .get("instance_id")
             .and_then(Value::as_str)
-            .ok_or_else(|| format!("{}:{line}: missing instance_id", path.display()))?
+            .ok_or_else(|| SidecarError::MissingId {
+                path: path.to_owned(),
+                line,
+            })?
             .to_string();
-        let h: HeldOut =
-            serde_json::from_value(v).map_err(|e| format!("{}:{line}: {e}", path.display()))?;
+        let h: HeldOut = serde_json::from_value(v).map_err(row_error(line))?;
         out.insert(id, h);
     }
     Ok(out)
@@ -105,7 +147,10 @@ pub fn fails_held_out(held: &HeldOut, gold: &StatusMap, candidate: &StatusMap) -
     let failing: Vec<String> = held
         .tests
         .iter()
-        .filter(|t| passes(gold.get(*t)) && !passes(candidate.get(*t)))
+        .filter(|t| {
+            passes(crate::grade::lookup(gold, t).as_ref())
+                && !passes(crate::grade::lookup(candidate, t).as_ref())
+        })
         .cloned()
         .collect();
     (!failing.is_empty()).then(|| Reason {
@@ -116,6 +161,58 @@ pub fn fails_held_out(held: &HeldOut, gold: &StatusMap, candidate: &StatusMap) -
             ..Evidence::default()
         }],
     })
+}
+
+/// Whether gold's held-out run can judge candidates: every held-out id is
+/// in its log and passes. Otherwise the check could not run, naming the ids
+/// that matched nothing and those gold does not pass. A candidate may still
+/// be flagged on the held-out tests gold does pass ([`fails_held_out`]).
+pub fn held_out_baseline(held: &HeldOut, gold: &StatusMap) -> CheckRun {
+    let unmatched: Vec<String> = held
+        .tests
+        .iter()
+        .filter(|t| crate::grade::lookup(gold, t).is_none())
+        .cloned()
+        .collect();
+    let failing: Vec<String> = held
+        .tests
+        .iter()
+        .filter(|t| crate::grade::lookup(gold, t).is_some_and(|s| !passes(Some(&s))))
+        .cloned()
+        .collect();
+    if unmatched.is_empty() && failing.is_empty() {
+        return CheckRun::ran(CheckKind::HeldOut);
+    }
+    let mut causes = Vec::new();
+    if !unmatched.is_empty() {
+        causes.push(format!(
+            "{} held-out id(s) matched nothing in gold's log: {}",
+            unmatched.len(),
+            unmatched.join(", ")
+        ));
+    }
+    if !failing.is_empty() {
+        causes.push(format!(
+            "gold fails {} held-out test(s): {}",
+            failing.len(),
+            failing.join(", ")
+        ));
+    }
+    let mut c = CheckRun::could_not_run(CheckKind::HeldOut, causes.join("; "));
+    c.test_ids = unmatched.into_iter().chain(failing).collect();
+    c
+}
+
+/// Whether gold's divergence runs can judge candidates: each recorded test
+/// results (a run that selected nothing compares nothing).
+pub fn divergence_baseline(gold_runs: &[StatusMap]) -> CheckRun {
+    if gold_runs.iter().any(|g| g.is_empty()) {
+        return CheckRun::could_not_run(
+            CheckKind::GoldDivergence,
+            "a gold divergence run recorded no test results",
+        );
+    }
+    CheckRun::ran(CheckKind::GoldDivergence)
 }
 
 /// Tests that pass in every gold run and fail in every candidate run (a test
@@ -219,6 +316,7 @@ pub fn divergence_test_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::CheckStatus;
 
     fn map(v: &[(&str, TestStatus)]) -> StatusMap {
         v.iter().map(|(k, s)| (k.to_string(), *s)).collect()
@@ -252,6 +350,38 @@ mod tests {
         let r = fails_held_out(&h, &gold, &cand).unwrap();
         assert_eq!(r.evidence[0].test_ids, vec!["x"]);
         assert!(fails_held_out(&h, &gold, &gold).is_none());
+    }
+
+    #[test]
+    fn gold_baseline_decides_whether_held_out_ran() {
+        use TestStatus::*;
+        let h = HeldOut {
+            tests: vec!["x".into(), "y".into(), "z".into()],
+            held_out_test_patch: String::new(),
+        };
+        let all = map(&[("x", Passed), ("y", Passed), ("z", Passed)]);
+        assert_eq!(held_out_baseline(&h, &all).status, CheckStatus::Ran);
+        let bad = map(&[("x", Passed), ("y", Failed)]);
+        let c = held_out_baseline(&h, &bad);
+        assert_eq!(c.status, CheckStatus::CouldNotRun);
+        assert_eq!(c.test_ids, vec!["z", "y"]);
+        let cause = c.cause.unwrap();
+        assert!(
+            cause.contains("matched nothing in gold's log: z"),
+            "{cause}"
+        );
+        assert!(
+            cause.contains("gold fails 1 held-out test(s): y"),
+            "{cause}"
+        );
+        assert_eq!(
+            divergence_baseline(&[all.clone(), StatusMap::new()]).status,
+            CheckStatus::CouldNotRun
+        );
+        assert_eq!(
+            divergence_baseline(&[all.clone(), all]).status,
+            CheckStatus::Ran
+        );
     }
 
     #[test]
@@ -293,6 +423,7 @@ mod tests {
         std::fs::write(&p, "{\"HELD_OUT_TESTS\":[]}\n").unwrap();
         assert!(load_sidecar(&p)
             .unwrap_err()
+            .to_string()
             .contains(":1: missing instance_id"));
     }
 }

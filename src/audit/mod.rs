@@ -40,6 +40,96 @@ use crate::parse::LogParser;
 pub enum Verdict {
     Clean,
     Suspect,
+    /// No reason was found, but a requested check could not run (or its
+    /// gold baseline was unusable): the pass is neither clean nor suspect.
+    Inconclusive,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Clean => "clean",
+            Verdict::Suspect => "suspect",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// A check that must run tests (requested with `audit --rerun`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckKind {
+    HeldOut,
+    GoldDivergence,
+}
+
+impl CheckKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckKind::HeldOut => "held_out",
+            CheckKind::GoldDivergence => "gold_divergence",
+        }
+    }
+}
+
+/// Whether a requested check reached a judgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckStatus {
+    Ran,
+    CouldNotRun,
+}
+
+/// What happened to one requested check of one evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckRun {
+    pub check: CheckKind,
+    pub status: CheckStatus,
+    /// The outcome of the evaluation that failed (`environment_build_failed`,
+    /// `unresolved` with an ungradable log, ...), when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// Why it could not run, in words (the error line, the gold failures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// Test ids behind the cause (ids that matched nothing, tests gold fails).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_ids: Vec<String>,
+}
+
+impl CheckRun {
+    pub fn ran(check: CheckKind) -> CheckRun {
+        CheckRun {
+            check,
+            status: CheckStatus::Ran,
+            outcome: None,
+            cause: None,
+            test_ids: Vec::new(),
+        }
+    }
+
+    pub fn could_not_run(check: CheckKind, cause: impl Into<String>) -> CheckRun {
+        CheckRun {
+            check,
+            status: CheckStatus::CouldNotRun,
+            outcome: None,
+            cause: Some(cause.into()),
+            test_ids: Vec::new(),
+        }
+    }
+
+    /// `held_out: <cause> (<outcome>)`, for messages.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "{}: {}",
+            self.check.name(),
+            self.cause.as_deref().unwrap_or("could not run")
+        );
+        if let Some(o) = &self.outcome {
+            s.push_str(&format!(" ({o})"));
+        }
+        s
+    }
 }
 
 /// What kind of problem a reason reports.
@@ -129,6 +219,10 @@ pub struct Audit {
     /// do not make the verdict suspect.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The requested dynamic checks and whether each ran; one that could not
+    /// run makes an otherwise clean verdict inconclusive.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckRun>,
 }
 
 impl Audit {
@@ -139,9 +233,27 @@ impl Audit {
             reasons,
             seconds,
             notes: Vec::new(),
+            checks: Vec::new(),
         };
         a.update_verdict();
         a
+    }
+
+    /// Records how a requested check went; the verdict follows.
+    pub fn record_check(&mut self, check: CheckRun) {
+        self.checks.push(check);
+        self.update_verdict();
+    }
+
+    pub fn is_inconclusive(&self) -> bool {
+        self.verdict == Verdict::Inconclusive
+    }
+
+    /// The checks that could not run.
+    pub fn failed_checks(&self) -> impl Iterator<Item = &CheckRun> {
+        self.checks
+            .iter()
+            .filter(|c| c.status == CheckStatus::CouldNotRun)
     }
 
     /// Adds a reason (from a dynamic check, say); the verdict follows.
@@ -159,11 +271,15 @@ impl Audit {
         self.reasons.iter().any(|r| r.kind == kind)
     }
 
+    /// A reason is evidence whatever else happened, so it wins; without
+    /// one, a check that could not run leaves the pass inconclusive.
     fn update_verdict(&mut self) {
-        self.verdict = if self.reasons.is_empty() {
-            Verdict::Clean
-        } else {
+        self.verdict = if !self.reasons.is_empty() {
             Verdict::Suspect
+        } else if self.failed_checks().next().is_some() {
+            Verdict::Inconclusive
+        } else {
+            Verdict::Clean
         };
     }
 }

@@ -113,11 +113,21 @@ impl Backend {
         }
     }
 
+    /// The interpreters the run's Docker images got, one per spec `python`
+    /// value (for run.json: `Interpreter::record()` of each); empty for the
+    /// local backend, whose venvs use the host's `pythonX.Y`.
+    pub fn interpreters(&self) -> Vec<crate::python::Interpreter> {
+        match self {
+            Backend::Local(_) => Vec::new(),
+            Backend::Docker(b) => b.interpreters(),
+        }
+    }
+
     /// The path at which the tree is seen by the eval script.
     pub fn testbed(&self, ws: &Workspace) -> String {
         match self {
             Backend::Local(_) => ws.tree.display().to_string(),
-            Backend::Docker(_) => crate::image::TESTBED.to_string(),
+            Backend::Docker(_) => docker::images::TESTBED.to_string(),
         }
     }
 
@@ -144,7 +154,7 @@ impl Backend {
         match (self, env) {
             (Backend::Local(b), Env::Local(e)) => b.prepare_workspace(e, spec, ws).await,
             // pre_install and install ran in the instance image.
-            (Backend::Docker(_), Env::Docker(_)) => Ok(Some(crate::image::activate_line())),
+            (Backend::Docker(_), Env::Docker(_)) => Ok(Some(docker::images::activate_line())),
             _ => Err(EnvError::Other("environment of another backend".into())),
         }
     }

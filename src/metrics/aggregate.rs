@@ -38,7 +38,7 @@ impl InstanceSamples {
     }
 
     /// This instance's estimate of `kind` at `k` (`None` if undefined, see
-    /// [`pass_at_k`](super::pass_at_k)).
+    /// [`pass_at_k`](super::estimators::pass_at_k)).
     #[must_use]
     pub fn estimate(&self, kind: MetricKind, k: u64) -> Option<f64> {
         kind.estimate(self.n, self.c, k)
@@ -93,7 +93,7 @@ pub fn mean_metric(samples: &[InstanceSamples], kind: MetricKind, k: u64) -> Pas
 }
 
 /// Per-instance estimates, e.g. to feed [`bootstrap_ci`] or
-/// [`paired_diff`](super::paired_diff) for two runs.
+/// [`paired_diff`](super::bootstrap::paired_diff) for two runs.
 ///
 /// # Errors
 /// [`MetricsError::NotEstimable`] (with the same explanation as
@@ -242,7 +242,7 @@ pub fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{bootstrap::DEFAULT_RESAMPLES, paired_diff};
+    use crate::metrics::bootstrap::{paired_diff, DEFAULT_RESAMPLES};
 
     fn table() -> Vec<InstanceSamples> {
         vec![

@@ -1,32 +1,22 @@
 //! pass@k, pass^k and confidence intervals over many samples per instance.
 //!
 //! Pure, synchronous statistics for reports:
-//! - per-instance unbiased estimators [`pass_at_k`] (Chen et al. 2021) and
-//!   [`pass_hat_k`] (tau-bench), computed as products so large `n` never
-//!   overflows;
-//! - [`mean_pass_at_k`] / [`mean_pass_hat_k`] over an [`InstanceSamples`]
-//!   table, withholding the value unless every instance has `n >= k`;
-//! - [`bootstrap_ci`] (95% percentile bootstrap over instances) and
-//!   [`paired_diff`] (paired bootstrap for two runs on the same instances),
+//! - [`estimators`], per-instance unbiased estimators `pass_at_k` (Chen et
+//!   al. 2021) and `pass_hat_k` (tau-bench), computed as products so large
+//!   `n` never overflows; metric names (`metric_key`: `"pass@5"`, `"pass^5"`);
+//! - [`aggregate`], `mean_pass_at_k` / `mean_pass_hat_k` over an
+//!   `InstanceSamples` table, withholding the value unless every instance has
+//!   `n >= k`, and summaries with intervals;
+//! - [`bootstrap`], `bootstrap_ci` (95% percentile bootstrap over instances)
+//!   and `paired_diff` (paired bootstrap for two runs on the same instances),
 //!   deterministic given a seed via the in-crate [`rng::SplitMix64`].
 //!
-//! Everything report-facing is `serde::Serialize`; metric names come from
-//! [`metric_key`] (`"pass@5"`, `"pass^5"`).
+//! Everything report-facing is `serde::Serialize`.
 
-mod aggregate;
-mod bootstrap;
-mod estimators;
+pub mod aggregate;
+pub mod bootstrap;
+pub mod estimators;
 pub mod rng;
-
-pub use aggregate::{
-    instance_scores, mean_metric, mean_pass_at_k, mean_pass_hat_k, summarize, InstanceSamples,
-    MetricSummary, MetricTable, PassAtK,
-};
-pub use bootstrap::{
-    bootstrap_ci, paired_diff, InstanceScore, Interval, PairedDiff, CONFIDENCE_LEVEL,
-    DEFAULT_RESAMPLES, DEFAULT_SEED,
-};
-pub use estimators::{metric_key, pass_at_k, pass_hat_k, MetricKind};
 
 /// Why a statistic could not be computed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -72,7 +62,7 @@ pub enum MetricsError {
         only_in_b: Vec<String>,
     },
     /// The per-instance estimate is undefined for some instance (see
-    /// [`PassAtK::note`]).
+    /// [`aggregate::PassAtK::note`]).
     #[error("{metric} cannot be estimated: {reason}")]
     NotEstimable {
         /// Report key, e.g. `"pass@5"`.

@@ -35,11 +35,7 @@ pub(crate) fn parse_cargo(log: &str) -> RawParse {
 
 #[cfg(test)]
 mod tests {
-    use crate::parse::{parse_log, LogParser, StatusMap, TestStatus, TestStatus::*};
-
-    fn map(entries: &[(&str, TestStatus)]) -> StatusMap {
-        entries.iter().map(|(k, s)| (k.to_string(), *s)).collect()
-    }
+    use crate::parse::{parse_log, status_map, LogParser, TestStatus::*};
 
     /// Real `cargo test --no-fail-fast` output (a demo crate, current stable
     /// toolchain): unit tests with ignored, should_panic and nested-module
@@ -91,7 +87,7 @@ test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
     fn cargo_real_run() {
         assert_eq!(
             parse_log(LogParser::Cargo, CARGO_RUN),
-            map(&[
+            status_map(&[
                 ("tests::nested::deep", Passed),
                 ("tests::fails", Failed),
                 ("tests::passes", Passed),
@@ -116,7 +112,7 @@ test g ... test h ... ok
             parse_log(LogParser::Cargo, log),
             // Stripped (incl. CR) and any Python whitespace between fields;
             // `okay` matches the regex but is not an outcome it records.
-            map(&[("a::b", Passed), ("c", Failed)])
+            status_map(&[("a::b", Passed), ("c", Failed)])
         );
     }
 }

@@ -42,11 +42,52 @@ fn header_name<'a>(line: &'a str, out: &mut RawParse) -> Option<&'a str> {
     name
 }
 
+/// `test_x (module.Class)` or `test_x (module.Class.test_x)` alone on a
+/// line: unittest's verbose name line of a test with a docstring.
+static NAME_LINE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\w+ \([\w.]+\)$").expect("valid regex"));
+
+/// The status a ` ... ` line gives its test, by the same suffix rules as
+/// the reference's (first match in the reference's order wins at the end:
+/// later rules overwrite, so check them last to first).
+fn line_status(line: &str) -> Option<TestStatus> {
+    if line.ends_with(" ... ERROR") {
+        Some(TestStatus::Error)
+    } else if line.ends_with(" ... FAIL") {
+        Some(TestStatus::Failed)
+    } else if line.contains(" ... skipped") {
+        Some(TestStatus::Skipped)
+    } else if PASS_SUFFIXES.iter().any(|s| line.ends_with(s)) {
+        Some(TestStatus::Passed)
+    } else {
+        None
+    }
+}
+
 pub(crate) fn parse_django(log: &str) -> RawParse {
     let mut out = RawParse::default();
     let mut prev_test: Option<String> = None;
+    // The name line just before a docstring line, and the name of the test
+    // whose ` ... ` line was seen last (for `ok` on a later line).
+    let mut name_line: Option<String> = None;
+    let mut prev_name: Option<String> = None;
     for line in log.split('\n') {
         let mut line = py::strip(line);
+
+        // Held-out and hand-written ids name a docstring test by its name;
+        // the reference only records the docstring line. Record the name
+        // form too, as an alias (issue 10).
+        if line.contains(" ... ") {
+            prev_name = name_line.take();
+            if let (Some(name), Some(status)) = (&prev_name, line_status(line)) {
+                out.aliases
+                    .insert(name.clone(), status.as_str().to_string());
+            }
+        } else if NAME_LINE.is_match(line) {
+            name_line = Some(line.to_string());
+        } else if !line.is_empty() && !py::lstrip(line).starts_with("ok") {
+            name_line = None;
+        }
 
         // A test whose output spans lines; recorded wherever the text appears.
         if line.contains("--version is equivalent to version") {
@@ -102,6 +143,10 @@ pub(crate) fn parse_django(log: &str) -> RawParse {
             if let Some(test) = &prev_test {
                 out.set_status(test.clone(), TestStatus::Passed);
             }
+            if let Some(name) = &prev_name {
+                out.aliases
+                    .insert(name.clone(), TestStatus::Passed.as_str().to_string());
+            }
         }
     }
 
@@ -118,11 +163,7 @@ pub(crate) fn parse_django(log: &str) -> RawParse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::{parse_log, parse_log_raw, LogParser, StatusMap, TestStatus::*};
-
-    fn map(entries: &[(&str, TestStatus)]) -> StatusMap {
-        entries.iter().map(|(k, s)| (k.to_string(), *s)).collect()
-    }
+    use crate::parse::{parse_log, parse_log_raw, status_map, LogParser, TestStatus::*};
 
     /// Real `python -m django test -v 2` output (Django 5.2.19, Python
     /// 3.11.7, the same DiscoverRunner runtests.py uses), so 3.11-style ids.
@@ -176,10 +217,15 @@ Destroying test database for alias 'default' ('file:memorydb_default?mode=memory
     fn django_real_py311_run() {
         assert_eq!(
             parse_log(LogParser::Django, DJANGO_311),
-            map(&[
+            status_map(&[
                 ("test_db (app.tests.DbTests.test_db)", Passed),
-                // The docstring line is the id.
+                // The docstring line is the reference's id ...
                 ("A docstring whose first line becomes the name.", Passed),
+                // ... and patchgrade's alias names the test.
+                (
+                    "test_docstring (app.tests.PlainTests.test_docstring)",
+                    Passed
+                ),
                 ("test_errors (app.tests.PlainTests.test_errors)", Error),
                 ("test_fails (app.tests.PlainTests.test_fails)", Failed),
                 ("test_ok (app.tests.PlainTests.test_ok)", Passed),
@@ -206,7 +252,7 @@ test_skip_if_db_feature (test_utils.tests.SkippingTestCase) ... ok
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[
+            status_map(&[
                 (
                     "test_override_media_root (test_utils.tests.OverrideSettingsTests)",
                     Passed
@@ -239,13 +285,70 @@ test_skip_if_db_feature (test_utils.tests.SkippingTestCase) ... ok
 test_inlineformset_factory_nulls_default_pks_alternate_key_relation_data (model_formsets.test_uuid.InlineFormsetTests.test_inlineformset_factory_nulls_default_pks_alternate_key_relation_data)
 If form data is provided, a parent's auto-generated alternate key is ... ok
 ";
+        // The reference's dict holds the docstring line only ...
+        let raw = parse_log_raw(LogParser::Django, log);
+        assert_eq!(
+            raw.statuses.keys().collect::<Vec<_>>(),
+            ["If form data is provided, a parent's auto-generated alternate key is"]
+        );
+        // ... patchgrade also knows the test by its name.
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[(
-                "If form data is provided, a parent's auto-generated alternate key is",
-                Passed
-            )])
+            status_map(&[
+                (
+                    "If form data is provided, a parent's auto-generated alternate key is",
+                    Passed
+                ),
+                (
+                    "test_inlineformset_factory_nulls_default_pks_alternate_key_relation_data (model_formsets.test_uuid.InlineFormsetTests.test_inlineformset_factory_nulls_default_pks_alternate_key_relation_data)",
+                    Passed
+                ),
+            ])
         );
+    }
+
+    #[test]
+    fn docstring_tests_also_recorded_by_name() {
+        // Python 3.10 form (django__django-14787 / -16595 held-out ids are
+        // in this name form): a pass, a failure, a skip, output between
+        // the docstring line and `ok`, and a plain test between them.
+        let log = "\
+test_a (utils_tests.test_decorators.MethodDecoratorTests)
+@method_decorator preserves wrapper assignments. ... ok
+test_b (utils_tests.test_decorators.MethodDecoratorTests)
+Docstring of b. ... FAIL
+test_plain (utils_tests.test_decorators.MethodDecoratorTests) ... ok
+test_c (m.C)
+Docstring of c. ... skipped 'no db'
+test_d (m.C)
+Docstring of d. ... Internal Server Error: /x/
+ok
+";
+        let got = parse_log(LogParser::Django, log);
+        assert_eq!(
+            got["test_a (utils_tests.test_decorators.MethodDecoratorTests)"],
+            Passed
+        );
+        assert_eq!(
+            got["@method_decorator preserves wrapper assignments."],
+            Passed
+        );
+        assert_eq!(
+            got["test_b (utils_tests.test_decorators.MethodDecoratorTests)"],
+            Failed
+        );
+        assert_eq!(
+            got["test_plain (utils_tests.test_decorators.MethodDecoratorTests)"],
+            Passed
+        );
+        assert_eq!(got["test_c (m.C)"], Skipped);
+        assert_eq!(got["test_d (m.C)"], Passed);
+        // A name line not followed by a docstring line gives nothing.
+        let got = parse_log(LogParser::Django, "test_e (m.C)\nsome output\nX ... ok\n");
+        assert!(!got.contains_key("test_e (m.C)"));
+        // An alias never replaces a reference id.
+        let log = "test_f (m.C) ... FAIL\ntest_f (m.C)\nDoc. ... ok\n";
+        assert_eq!(parse_log(LogParser::Django, log)["test_f (m.C)"], Failed);
     }
 
     #[test]
@@ -260,7 +363,7 @@ test_s (m.C) ... skipped 'Database has feature(s) supports_x'
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[
+            status_map(&[
                 ("test_a (m.C)", Passed),
                 ("test_b (m.C)", Passed),
                 ("test_c (m.C)", Passed),
@@ -285,7 +388,7 @@ test_y (m.C) ... ERROR
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[("test_x (m.C)", Passed), ("test_y (m.C)", Error)])
+            status_map(&[("test_x (m.C)", Passed), ("test_y (m.C)", Error)])
         );
     }
 
@@ -298,12 +401,14 @@ Applying sites.0002_alter_domain_unique...test_no_migrations (migrations.test_lo
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[
+            status_map(&[
                 ("--version is equivalent to version", Passed),
                 (
                     "test_no_migrations (migrations.test_loader.LoaderTests)",
                     Passed
                 ),
+                // The name-form alias of the docstring test.
+                ("test_version (admin_scripts.tests.CommandTypes)", Passed),
             ])
         );
     }
@@ -326,7 +431,7 @@ ok
 ";
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[
+            status_map(&[
                 ("test_one (m.C)", Passed),
                 ("setup", Passed),
                 ("test_two (m.C)", Passed),
@@ -357,7 +462,7 @@ ok
         );
         assert_eq!(
             parse_log(LogParser::Django, log),
-            map(&[("test_a (m.C)", Passed), ("test_b", Error)])
+            status_map(&[("test_a (m.C)", Passed), ("test_b", Error)])
         );
         assert_eq!(
             parse_log_raw(LogParser::Django, DJANGO_311).reference_error,

@@ -32,11 +32,7 @@ pub(crate) fn parse_gotest(log: &str) -> RawParse {
 
 #[cfg(test)]
 mod tests {
-    use crate::parse::{parse_log, LogParser, StatusMap, TestStatus, TestStatus::*};
-
-    fn map(entries: &[(&str, TestStatus)]) -> StatusMap {
-        entries.iter().map(|(k, s)| (k.to_string(), *s)).collect()
-    }
+    use crate::parse::{parse_log, status_map, LogParser, TestStatus::*};
 
     /// Real `go test -v ./...` output (go1.19.8, Debian's golang-go) of a
     /// demo package with passing, failing, skipped and sub-tests.
@@ -68,7 +64,7 @@ FAIL
     fn gotest_real_run() {
         assert_eq!(
             parse_log(LogParser::GoTest, GO_RUN),
-            map(&[
+            status_map(&[
                 ("TestPass", Passed),
                 ("TestFail", Failed),
                 ("TestSkip", Skipped),
@@ -85,7 +81,7 @@ FAIL
         let log = "--- PASS: TestX (a) (0.01s)\r\n--- FAIL: TestNoTime\n--- PASS:  (0.00s)\n";
         assert_eq!(
             parse_log(LogParser::GoTest, log),
-            map(&[("TestX (a)", Passed)])
+            status_map(&[("TestX (a)", Passed)])
         );
     }
 }

@@ -82,6 +82,11 @@ pub struct RawParse {
     /// reference then writes no report: the instance counts as an error).
     /// The line is skipped here and parsing goes on.
     pub reference_error: Option<String>,
+    /// Ids patchgrade adds beside the reference's, never replacing one: a
+    /// Django test printed with a docstring under its name form
+    /// (`test_x (module.Class)`), which the reference records only under
+    /// the docstring line. Kept apart so `statuses` stays the reference's.
+    pub aliases: RawStatusMap,
 }
 
 impl RawParse {
@@ -233,11 +238,24 @@ pub fn parse_log_raw(parser: LogParser, log: &str) -> RawParse {
 /// pytest family can produce them) are left out; use [`parse_log_raw`] to see
 /// them, and whether the reference would have raised.
 pub fn parse_log(parser: LogParser, log: &str) -> StatusMap {
-    parse_log_raw(parser, log)
+    let raw = parse_log_raw(parser, log);
+    let mut map: StatusMap = raw
         .statuses
         .into_iter()
         .filter_map(|(name, s)| TestStatus::from_reference(&s).map(|s| (name, s)))
-        .collect()
+        .collect();
+    for (name, s) in raw.aliases {
+        if let Some(s) = TestStatus::from_reference(&s) {
+            map.entry(name).or_insert(s);
+        }
+    }
+    map
+}
+
+/// A status map from literal pairs, for tests.
+#[cfg(test)]
+pub(crate) fn status_map(entries: &[(&str, TestStatus)]) -> StatusMap {
+    entries.iter().map(|(k, s)| (k.to_string(), *s)).collect()
 }
 
 #[cfg(test)]

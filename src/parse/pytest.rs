@@ -196,11 +196,7 @@ pub(crate) fn parse_seaborn(log: &str) -> RawParse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::{parse_log, LogParser, StatusMap, TestStatus::*};
-
-    fn map(entries: &[(&str, TestStatus)]) -> StatusMap {
-        entries.iter().map(|(k, s)| (k.to_string(), *s)).collect()
-    }
+    use crate::parse::{parse_log, status_map, LogParser, TestStatus::*};
 
     /// Closing "short test summary info" of a real `pytest -rA` run
     /// (pytest 9.2.0, Python 3.11.7) over a demo file with passing, failing,
@@ -232,7 +228,7 @@ FAILED tests/test_demo.py::test_param_space[x - y] - AssertionError: assert '...
     fn pytest_real_summary() {
         assert_eq!(
             parse_log(LogParser::Pytest, SUMMARY),
-            map(&[
+            status_map(&[
                 ("tests/test_demo.py::test_pass", Passed),
                 // Truncated at the first space, as in the datasets.
                 ("tests/test_demo.py::test_param_space[a", Passed),
@@ -297,7 +293,7 @@ FAILED t.py::test_d[/p/q.py] - boom
         let got = parse_log(LogParser::PytestOptions, log);
         assert_eq!(
             got,
-            map(&[
+            status_map(&[
                 // Text after the last `]` is lost.
                 ("t.py::test_a[/z.py]", Passed),
                 // main stops at the first `[`; the option runs to the last `]`.
@@ -314,7 +310,7 @@ FAILED t.py::test_d[/p/q.py] - boom
         let log = "SKIPPED [1] tests/test_a.py:12: needs network\n\
                    PASSED tests/test_a.py::test_real\n\
                    SKIPPED [23] tests/test_b.py:4: unsupported platform\n";
-        let want = map(&[("tests/test_a.py::test_real", Passed)]);
+        let want = status_map(&[("tests/test_a.py::test_real", Passed)]);
         for p in [
             LogParser::Pytest,
             LogParser::PytestOptions,
@@ -325,12 +321,12 @@ FAILED t.py::test_d[/p/q.py] - boom
         }
         assert_eq!(
             parse_log(LogParser::Pytest, "SKIPPED tests/test_a.py::test_flaky"),
-            map(&[("tests/test_a.py::test_flaky", Skipped)])
+            status_map(&[("tests/test_a.py::test_flaky", Skipped)])
         );
         // The wrapped progress artefact survives (pytest-5262/-7521 expect it).
         assert_eq!(
             parse_log(LogParser::Pytest, "PASSED [100%]"),
-            map(&[("[100%]", Passed)])
+            status_map(&[("[100%]", Passed)])
         );
     }
 
@@ -359,7 +355,7 @@ XFAILED t.py::odd
         let log = "FAILED t.py::a - x\nPASSED t.py::a\nPASSED t.py::b\nERROR t.py::b\n";
         assert_eq!(
             parse_log(LogParser::Pytest, log),
-            map(&[("t.py::a", Passed), ("t.py::b", Error)])
+            status_map(&[("t.py::a", Passed), ("t.py::b", Error)])
         );
     }
 
@@ -374,7 +370,7 @@ PASSED lib/matplotlib/tests/test_backend_bases.py::test_interactive_zoom
 ";
         assert_eq!(
             parse_log(LogParser::Matplotlib, log),
-            map(&[
+            status_map(&[
                 (
                     "lib/matplotlib/tests/test_widgets.py::test_span_selector_drag[1]",
                     Passed
@@ -399,7 +395,7 @@ PASSED lib/matplotlib/tests/test_backend_bases.py::test_interactive_zoom
     fn pytest_v2_real_summary_keeps_spaces() {
         assert_eq!(
             parse_log(LogParser::PytestV2, SUMMARY),
-            map(&[
+            status_map(&[
                 ("tests/test_demo.py::test_pass", Passed),
                 ("tests/test_demo.py::test_param_space[a b]", Passed),
                 ("tests/test_demo.py::test_param_space[plain]", Passed),
@@ -443,7 +439,7 @@ assert 1 == 2
 ";
         assert_eq!(
             parse_log(LogParser::PytestV2, log),
-            map(&[
+            status_map(&[
                 ("tests/test_demo.py::test_pass", Passed),
                 ("tests/test_demo.py::test_fail", Failed),
                 ("tests/test_demo.py::test_error", Error),
@@ -455,7 +451,7 @@ assert 1 == 2
         // pytest v1 reads none of the status-at-end lines.
         assert_eq!(
             parse_log(LogParser::Pytest, log),
-            map(&[("tests/test_demo.py::test_fail", Failed)])
+            status_map(&[("tests/test_demo.py::test_fail", Failed)])
         );
     }
 
@@ -468,7 +464,7 @@ assert 1 == 2
                    \x1b[31mERROR\x1b[0m tests/test_demo.py::\x1b[1mtest_error\x1b[0m - RuntimeError: fixture broke\r\n";
         assert_eq!(
             parse_log(LogParser::PytestV2, log),
-            map(&[
+            status_map(&[
                 ("tests/test_demo.py::test_param_space[a b]", Passed),
                 ("tests/test_demo.py::test_fail", Failed),
                 (
@@ -510,7 +506,11 @@ assert 1 == 2
             ),
         ];
         for (log, want) in cases {
-            assert_eq!(parse_log(LogParser::PytestV2, log), map(want), "{log:?}");
+            assert_eq!(
+                parse_log(LogParser::PytestV2, log),
+                status_map(want),
+                "{log:?}"
+            );
         }
     }
 
@@ -544,7 +544,7 @@ test_b.py::test_two PASSED [100%]
 ";
         assert_eq!(
             parse_log(LogParser::Seaborn, log),
-            map(&[
+            status_map(&[
                 ("test_a.py::test_one", Passed),
                 ("test_b.py::test_two", Passed),
                 ("test_c.py::test_three", Failed),
@@ -577,7 +577,7 @@ FAILED tests/test_demo.py::test_param_space[x - y] - AssertionError: assert '...
 ";
         assert_eq!(
             parse_log(LogParser::Seaborn, log),
-            map(&[
+            status_map(&[
                 ("tests/test_demo.py::test_pass", Passed),
                 ("tests/test_demo.py::test_fail", Failed),
                 // The progress line with a spaced id has "b]" as tokens[1],

@@ -50,11 +50,7 @@ pub(crate) fn parse_sympy(log: &str) -> RawParse {
 
 #[cfg(test)]
 mod tests {
-    use crate::parse::{parse_log, LogParser, StatusMap, TestStatus, TestStatus::*};
-
-    fn map(entries: &[(&str, TestStatus)]) -> StatusMap {
-        entries.iter().map(|(k, s)| (k.to_string(), *s)).collect()
-    }
+    use crate::parse::{parse_log, status_map, LogParser, TestStatus::*};
 
     /// Real `--verbose` output of SymPy's own runner
     /// (`sympy.testing.runtests.test`, which bin/test calls), SymPy 1.14.0
@@ -110,7 +106,7 @@ DO *NOT* COMMIT!
     fn sympy_real_run() {
         assert_eq!(
             parse_log(LogParser::Sympy, SYMPY_RUN),
-            map(&[
+            status_map(&[
                 ("test_simplify_ok", Passed),
                 ("test_issue_1234", Passed),
                 ("test_fails", Failed),
@@ -141,7 +137,7 @@ test_last_ok ok                                                           [OK]
 ";
         assert_eq!(
             parse_log(LogParser::Sympy, log),
-            map(&[
+            status_map(&[
                 ("test_union_intersection_constructor", Passed),
                 ("test_Union_contains", Passed),
             ])
@@ -157,7 +153,7 @@ test_last_ok ok                                                           [OK]
         let log = "  /testbed/sympy/core/basic.py:12: SymPyDeprecationWarning: old\n";
         assert_eq!(
             parse_log(LogParser::Sympy, log),
-            map(&[(
+            status_map(&[(
                 " /testbed/sympy/core/basic.py:12: SymPyDeprecationWarning:",
                 Failed
             )])

@@ -213,11 +213,7 @@ pub(crate) fn parse_unittest(log: &str) -> RawParse {
 
 #[cfg(test)]
 mod tests {
-    use crate::parse::{parse_log, LogParser, StatusMap, TestStatus, TestStatus::*};
-
-    fn map(entries: &[(&str, TestStatus)]) -> StatusMap {
-        entries.iter().map(|(k, s)| (k.to_string(), *s)).collect()
-    }
+    use crate::parse::{parse_log, status_map, LogParser, StatusMap, TestStatus::*};
 
     /// Real `python3 -m unittest -v pkg.test_demo` output, CPython 3.11.7.
     const PY311: &str = "\
@@ -291,7 +287,7 @@ FAILED (failures=3, errors=2, skipped=2, expected failures=1, unexpected success
 ";
 
     fn expected_demo() -> StatusMap {
-        map(&[
+        status_map(&[
             ("pkg.test_demo.Basic.test_doc", Passed),
             ("pkg.test_demo.Basic.test_doc_fail", Failed),
             ("pkg.test_demo.Basic.test_error", Error),
@@ -383,7 +379,7 @@ test_skipped (app.tests.PlainTests.test_skipped) ... skipped 'skip reason'
 ";
         assert_eq!(
             parse_log(LogParser::Unittest, log),
-            map(&[
+            status_map(&[
                 ("app.tests.DbTests.test_db", Passed),
                 ("app.tests.PlainTests.test_docstring", Passed),
                 ("app.tests.PlainTests.test_prints", Passed),
@@ -398,7 +394,7 @@ test_skipped (app.tests.PlainTests.test_skipped) ... skipped 'skip reason'
         let log = "test_s (m.C.test_s)\r\nCheck things. ... \r\n  test_s (m.C.test_s) [msg] (x='a b')\r\nCheck things. ... ERROR\r\ntest_t (m.C.test_t) ... ok\r\n";
         assert_eq!(
             parse_log(LogParser::Unittest, log),
-            map(&[("m.C.test_s", Error), ("m.C.test_t", Passed)])
+            status_map(&[("m.C.test_s", Error), ("m.C.test_t", Passed)])
         );
     }
 
@@ -416,7 +412,7 @@ ok
         // "ok then" line do nothing; the stray "ok" after test_q is ignored.
         assert_eq!(
             parse_log(LogParser::Unittest, log),
-            map(&[("m.C.test_p", Failed), ("m.C.test_q", Passed)])
+            status_map(&[("m.C.test_p", Failed), ("m.C.test_q", Passed)])
         );
     }
 }

@@ -12,7 +12,7 @@
 //! Context lines keep the file's own text, so whitespace drift in the patch
 //! does not rewrite untouched lines.
 
-use super::parse::{Hunk, HunkLine, LineKind};
+use super::hunks::{Hunk, HunkLine, LineKind};
 
 /// A file split into lines (without `\n`), and whether it ends in `\n`.
 struct Image<'a> {

@@ -9,8 +9,10 @@
 
 mod apply;
 mod fuzzy;
+pub(crate) mod hunks;
 mod normalise;
 mod parse;
+pub(crate) mod paths;
 mod safety;
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,9 @@
 //!   the new start is derived from the old start, as git apply reads it;
 //! - empty body lines become ` ` context lines and the text ends in `\n`.
 
-use super::parse::{quote, LineKind, Section};
+use super::hunks::LineKind;
+use super::parse::Section;
+use super::paths::quote;
 
 /// Renders sections as a git diff.
 pub(crate) fn emit(sections: &[Section]) -> String {

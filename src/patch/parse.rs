@@ -4,8 +4,11 @@
 //! The grammar follows git's (and libgit2's) reading of a diff: a file section
 //! starts at `diff --git` or at a `---`/`+++` pair, extended headers follow,
 //! then hunks or a binary body. Text between sections is ignored, as git does
-//! with e-mail prose.
+//! with e-mail prose. This module reads the sections; [`super::hunks`] reads
+//! their hunks and [`super::paths`] the paths in their headers.
 
+use super::hunks::{parse_hunks, renumber, Hunk};
+use super::paths::{dash_path, detect_prefix, header_path, split_git_line, strip_first};
 use super::PatchError;
 
 /// One input line with its 1-based number in the raw text, for error messages.
@@ -13,43 +16,6 @@ use super::PatchError;
 pub(crate) struct SrcLine {
     pub no: usize,
     pub text: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LineKind {
-    Context,
-    Add,
-    Remove,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct HunkLine {
-    pub kind: LineKind,
-    pub text: String,
-    /// Followed by `\ No newline at end of file`.
-    pub no_eol: bool,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct Hunk {
-    pub old_start: usize,
-    pub old_len: usize,
-    pub new_start: usize,
-    pub new_len: usize,
-    /// Text after the closing `@@`, kept for readability of the output.
-    pub section: String,
-    pub lines: Vec<HunkLine>,
-    /// Source line of the `@@` header.
-    pub line_no: usize,
-}
-
-impl Hunk {
-    pub fn header(&self) -> String {
-        format!(
-            "@@ -{},{} +{},{} @@{}",
-            self.old_start, self.old_len, self.new_start, self.new_len, self.section
-        )
-    }
 }
 
 /// One file's part of a patch, after prefix stripping.
@@ -110,7 +76,7 @@ impl Section {
     }
 }
 
-fn malformed(line: usize, reason: impl Into<String>) -> PatchError {
+pub(super) fn malformed(line: usize, reason: impl Into<String>) -> PatchError {
     PatchError::Malformed {
         line,
         reason: reason.into(),
@@ -158,25 +124,10 @@ pub(crate) fn clean_lines(raw: &str) -> Result<Vec<SrcLine>, PatchError> {
     }
 }
 
-fn is_section_start(lines: &[SrcLine], i: usize) -> bool {
+pub(super) fn is_section_start(lines: &[SrcLine], i: usize) -> bool {
     let t = &lines[i].text;
     t.starts_with("diff --git ")
         || (t.starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.text.starts_with("+++ ")))
-}
-
-/// True for a line that can continue a hunk body (an empty line counts: it is
-/// a context line whose leading space was stripped by an editor or a model).
-fn is_body_line(t: &str) -> bool {
-    t.is_empty() || t.starts_with([' ', '+', '-', '\\'])
-}
-
-/// Lines that suggest the text is still diff, not prose.
-fn looks_like_hunk(t: &str) -> bool {
-    t.starts_with([' ', '+', '-', '\\']) || t.starts_with("@@")
-}
-
-fn is_fence(t: &str) -> bool {
-    t.starts_with("```") || t.starts_with("~~~")
 }
 
 /// Parses cleaned lines into file sections.
@@ -257,10 +208,14 @@ fn parse_git_section(lines: &[SrcLine], start: usize) -> Result<(Section, usize)
             "new mode " => sec.new_mode = Some(parse_mode(val, l.no)?),
             "deleted file mode " => sec.deleted_file_mode = Some(parse_mode(val, l.no)?),
             "new file mode " => sec.new_file_mode = Some(parse_mode(val, l.no)?),
-            "rename from " | "rename old " => sec.rename_from = Some(header_path(val, l.no)?),
-            "rename to " | "rename new " => sec.rename_to = Some(header_path(val, l.no)?),
-            "copy from " => sec.copy_from = Some(header_path(val, l.no)?),
-            "copy to " => sec.copy_to = Some(header_path(val, l.no)?),
+            "rename from " | "rename old " => {
+                sec.rename_from = Some(header_path(val).map_err(|r| malformed(l.no, r))?)
+            }
+            "rename to " | "rename new " => {
+                sec.rename_to = Some(header_path(val).map_err(|r| malformed(l.no, r))?)
+            }
+            "copy from " => sec.copy_from = Some(header_path(val).map_err(|r| malformed(l.no, r))?),
+            "copy to " => sec.copy_to = Some(header_path(val).map_err(|r| malformed(l.no, r))?),
             "index " => {
                 if let Some((_, m)) = val.split_once(' ') {
                     sec.index_mode = Some(parse_mode(m, l.no)?);
@@ -303,8 +258,8 @@ fn parse_git_section(lines: &[SrcLine], start: usize) -> Result<(Section, usize)
         && lines[i].text.starts_with("--- ")
         && lines[i + 1].text.starts_with("+++ ")
     {
-        let o = dash_path(&lines[i].text[4..], lines[i].no)?;
-        let n = dash_path(&lines[i + 1].text[4..], lines[i + 1].no)?;
+        let o = dash_at(lines, i)?;
+        let n = dash_at(lines, i + 1)?;
         sec.raw_paths.extend(o.iter().cloned());
         sec.raw_paths.extend(n.iter().cloned());
         dashes = Some((o, n));
@@ -395,8 +350,8 @@ fn parse_git_section(lines: &[SrcLine], start: usize) -> Result<(Section, usize)
 }
 
 fn parse_plain_section(lines: &[SrcLine], start: usize) -> Result<(Section, usize), PatchError> {
-    let o = dash_path(&lines[start].text[4..], lines[start].no)?;
-    let n = dash_path(&lines[start + 1].text[4..], lines[start + 1].no)?;
+    let o = dash_at(lines, start)?;
+    let n = dash_at(lines, start + 1)?;
     let mut sec = Section {
         line_no: lines[start].no,
         ..Section::default()
@@ -485,6 +440,11 @@ fn validate(sec: &mut Section) -> Result<(), PatchError> {
     Ok(())
 }
 
+/// The path on the `---`/`+++` line `lines[i]`.
+fn dash_at(lines: &[SrcLine], i: usize) -> Result<Option<String>, PatchError> {
+    dash_path(&lines[i].text[4..]).map_err(|r| malformed(lines[i].no, r))
+}
+
 /// Consumes a `GIT binary patch` body: one or two `literal N`/`delta N`
 /// blocks of base85 lines, each ended by an empty line.
 fn take_binary(lines: &[SrcLine], start: usize) -> Result<(Vec<String>, usize), PatchError> {
@@ -522,388 +482,4 @@ fn take_binary(lines: &[SrcLine], start: usize) -> Result<(Vec<String>, usize), 
         return Err(malformed(lines[start].no, "GIT binary patch without data"));
     }
     Ok((body, i))
-}
-
-fn parse_hunks(lines: &[SrcLine], mut i: usize) -> Result<(Vec<Hunk>, usize), PatchError> {
-    let mut hunks = Vec::new();
-    while i < lines.len() && lines[i].text.starts_with("@@") {
-        let head = &lines[i];
-        let (declared, start, section) = match parse_full_header(&head.text) {
-            Some((os, ol, nl, section)) => (Some((ol, nl)), Some(os), section),
-            None => match bare_header(&head.text) {
-                Some(section) => (None, None, section),
-                None => return Err(malformed(head.no, "unreadable hunk header")),
-            },
-        };
-        i += 1;
-        let body_start = i;
-        let mut body: Vec<(usize, &str)> = Vec::new();
-        while i < lines.len() {
-            let t = lines[i].text.as_str();
-            if t.starts_with("diff --git ") || t.starts_with("@@") || !is_body_line(t) {
-                break;
-            }
-            if t.starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.text.starts_with("+++ "))
-            {
-                // `--- x` then `+++ y` is the next file's header unless the
-                // declared counts say this hunk still needs lines (a removed
-                // `-- x` followed by an added `++ y`); an `@@` right after the
-                // pair settles it as a header.
-                let (o, n) = count(&body);
-                let satisfied = declared.is_none_or(|(d_o, d_n)| o >= d_o && n >= d_n);
-                let next_is_hunk = lines.get(i + 2).is_some_and(|l| l.text.starts_with("@@ -"));
-                if satisfied || next_is_hunk {
-                    break;
-                }
-            }
-            body.push((lines[i].no, t));
-            i += 1;
-        }
-        // Trailing empty lines are ambiguous (blank context or a separator):
-        // keep only as many as the declared counts ask for.
-        let trailing = body.iter().rev().take_while(|(_, t)| t.is_empty()).count();
-        let (o, n) = count(&body[..body.len() - trailing]);
-        let keep = declared
-            .and_then(|(d_o, d_n)| (0..=trailing).find(|j| o + j == d_o && n + j == d_n))
-            .unwrap_or(0);
-        body.truncate(body.len() - trailing + keep);
-        i = body_start + body.len();
-        let (o, n) = count(&body);
-
-        let mut j = i;
-        while j < lines.len() && lines[j].text.is_empty() {
-            j += 1;
-        }
-        let junk = j < lines.len()
-            && !lines[j].text.starts_with("@@")
-            && !lines[j].text.starts_with("diff --git ")
-            && !is_section_start(lines, j);
-        if junk
-            && !is_fence(&lines[j].text)
-            && declared.is_some_and(|(d_o, d_n)| o < d_o || n < d_n)
-        {
-            // The body stopped at text while the header promised more lines.
-            // If diff-looking lines follow, a line lost its prefix; skipping
-            // the rest as prose would silently drop changes.
-            let mut k = j;
-            while k < lines.len() && !is_section_start(lines, k) && !is_fence(&lines[k].text) {
-                if looks_like_hunk(&lines[k].text) {
-                    return Err(malformed(
-                        lines[j].no,
-                        format!("line is not part of a hunk: '{}'", truncate(&lines[j].text)),
-                    ));
-                }
-                k += 1;
-            }
-        }
-
-        let mut hl: Vec<HunkLine> = Vec::with_capacity(body.len());
-        for (no, t) in &body {
-            let (kind, text) = match t.as_bytes().first() {
-                None => (LineKind::Context, ""),
-                Some(b' ') => (LineKind::Context, &t[1..]),
-                Some(b'+') => (LineKind::Add, &t[1..]),
-                Some(b'-') => (LineKind::Remove, &t[1..]),
-                _ => {
-                    // `\ No newline at end of file` (its text may be localised).
-                    match hl.last_mut() {
-                        Some(last) => last.no_eol = true,
-                        None => {
-                            return Err(malformed(*no, "no-newline marker with no line before it"))
-                        }
-                    }
-                    continue;
-                }
-            };
-            hl.push(HunkLine {
-                kind,
-                text: text.to_string(),
-                no_eol: false,
-            });
-        }
-        if hl.is_empty() {
-            return Err(malformed(head.no, "empty hunk"));
-        }
-        let old_start = match start {
-            Some(s) if o == 0 => s,
-            Some(s) => s.max(1),
-            None => usize::from(o != 0),
-        };
-        hunks.push(Hunk {
-            old_start,
-            old_len: o,
-            new_start: 0,
-            new_len: n,
-            section,
-            lines: hl,
-            line_no: head.no,
-        });
-        if junk {
-            // Prose ends the section; the caller skips it and refuses any
-            // `@@` that follows without a file header.
-            i = j;
-            break;
-        }
-        i = j;
-    }
-    renumber(&mut hunks);
-    Ok((hunks, i))
-}
-
-/// Sets each hunk's new start from its old start and the line balance of the
-/// hunks before it. libgit2 positions a hunk by its *new* start, while git
-/// apply and GNU patch use the old one; models often get the new start wrong
-/// after miscounting an earlier hunk, so deriving it makes libgit2 read the
-/// hunk as git would.
-pub(crate) fn renumber(hunks: &mut [Hunk]) {
-    // Saturating: absurd starts from bad input must not overflow.
-    let mut delta: i128 = 0;
-    for h in hunks {
-        let base = h.old_start as i128 + delta;
-        let ns = if h.new_len == 0 {
-            base - 1
-        } else if h.old_len == 0 {
-            base + 1
-        } else {
-            base
-        };
-        h.new_start = usize::try_from(ns.max(0)).unwrap_or(usize::MAX);
-        delta += h.new_len as i128 - h.old_len as i128;
-    }
-}
-
-/// Parses `@@ -a[,b] +c[,d] @@ section` into (old start, old len, new len,
-/// section).
-fn parse_full_header(t: &str) -> Option<(usize, usize, usize, String)> {
-    let rest = t.strip_prefix("@@ -")?;
-    let end = rest.find(" @@")?;
-    let ranges = &rest[..end];
-    let section = rest[end + 3..].to_string();
-    let (old, new) = ranges.split_once(" +")?;
-    let range = |r: &str| -> Option<(usize, usize)> {
-        match r.split_once(',') {
-            Some((s, l)) => Some((s.parse().ok()?, l.parse().ok()?)),
-            None => Some((r.parse().ok()?, 1)),
-        }
-    };
-    let (os, ol) = range(old)?;
-    let (_, nl) = range(new)?;
-    Some((os, ol, nl, section))
-}
-
-/// A hunk header with no usable ranges, `@@ ... @@ section` or `@@`.
-fn bare_header(t: &str) -> Option<String> {
-    let rest = t.strip_prefix("@@")?;
-    if rest.trim().is_empty() {
-        return Some(String::new());
-    }
-    let rest = rest.strip_prefix(' ')?;
-    let end = rest.find("@@")?;
-    // Refuse anything that tried to give ranges: those must parse.
-    if rest[..end].chars().any(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    Some(rest[end + 2..].to_string())
-}
-
-fn count(body: &[(usize, &str)]) -> (usize, usize) {
-    let mut o = 0;
-    let mut n = 0;
-    for (_, t) in body {
-        match t.as_bytes().first() {
-            None | Some(b' ') => {
-                o += 1;
-                n += 1;
-            }
-            Some(b'-') => o += 1,
-            Some(b'+') => n += 1,
-            _ => {}
-        }
-    }
-    (o, n)
-}
-
-fn truncate(s: &str) -> String {
-    let mut out: String = s.chars().take(60).collect();
-    if out.len() < s.len() {
-        out.push('…');
-    }
-    out
-}
-
-/// Path on a `---`/`+++` line; `None` for `/dev/null`. GNU diff appends a tab
-/// and a timestamp, which are dropped.
-fn dash_path(rest: &str, line: usize) -> Result<Option<String>, PatchError> {
-    let p = if rest.starts_with('"') {
-        let (p, _) = unquote(rest).ok_or_else(|| malformed(line, "bad quoted path"))?;
-        p
-    } else {
-        let p = rest.split('\t').next().unwrap_or("").trim_end();
-        p.to_string()
-    };
-    if p.is_empty() {
-        return Err(malformed(line, "empty path"));
-    }
-    if p == "/dev/null" {
-        return Ok(None);
-    }
-    Ok(Some(p))
-}
-
-/// Path on a `rename from`/`copy to` line: unprefixed, maybe quoted.
-fn header_path(val: &str, line: usize) -> Result<String, PatchError> {
-    let p = if val.starts_with('"') {
-        unquote(val)
-            .ok_or_else(|| malformed(line, "bad quoted path"))?
-            .0
-    } else {
-        val.to_string()
-    };
-    if p.is_empty() {
-        return Err(malformed(line, "empty path"));
-    }
-    Ok(p)
-}
-
-/// Splits the text after `diff --git ` into its two paths. Unquoted names can
-/// hold spaces, so prefer the split whose halves name the same file.
-fn split_git_line(rest: &str) -> Option<(String, String)> {
-    let rest = rest.trim_end();
-    if rest.starts_with('"') {
-        let (a, tail) = unquote(rest)?;
-        let tail = tail.trim_start();
-        let b = if tail.starts_with('"') {
-            unquote(tail)?.0
-        } else {
-            tail.to_string()
-        };
-        return (!b.is_empty()).then_some((a, b));
-    }
-    if let Some(k) = rest.find(" \"") {
-        let b = unquote(&rest[k + 1..])?.0;
-        return Some((rest[..k].to_string(), b));
-    }
-    let spaces: Vec<usize> = rest.match_indices(' ').map(|(k, _)| k).collect();
-    let halves = |k: usize| (&rest[..k], &rest[k + 1..]);
-    if let Some(&k) = spaces.iter().find(|&&k| {
-        let (a, b) = halves(k);
-        !a.is_empty() && (a == b || strip_first(a) == strip_first(b))
-    }) {
-        let (a, b) = halves(k);
-        return Some((a.to_string(), b.to_string()));
-    }
-    if let Some(&k) = spaces
-        .iter()
-        .find(|&&k| rest[..k].starts_with("a/") && rest[k + 1..].starts_with("b/"))
-    {
-        let (a, b) = halves(k);
-        return Some((a.to_string(), b.to_string()));
-    }
-    let &k = spaces.first()?;
-    let (a, b) = halves(k);
-    (!a.is_empty() && !b.is_empty()).then(|| (a.to_string(), b.to_string()))
-}
-
-/// True when the pair carries one leading directory of prefix on each side
-/// (git's `a/` `b/`, or custom ones like `i/` `w/` or `orig/` `new/`).
-fn detect_prefix(o: Option<&str>, n: Option<&str>) -> bool {
-    match (o, n) {
-        (None, None) => false,
-        (Some(o), None) => o.starts_with("a/"),
-        (None, Some(n)) => n.starts_with("b/"),
-        (Some(o), Some(n)) => {
-            if o.starts_with("a/") && n.starts_with("b/") {
-                return true;
-            }
-            match (o.split_once('/'), n.split_once('/')) {
-                (Some((po, ro)), Some((pn, rn))) => {
-                    !po.is_empty() && !pn.is_empty() && po != pn && ro == rn && !ro.is_empty()
-                }
-                _ => false,
-            }
-        }
-    }
-}
-
-/// Removes one leading path component, as `patch -p1` and libgit2 do.
-pub(crate) fn strip_first(p: &str) -> String {
-    match p.split_once('/') {
-        Some((_, rest)) => rest.to_string(),
-        None => p.to_string(),
-    }
-}
-
-/// Reads a C-style quoted string as git writes it; returns it and the rest.
-pub(crate) fn unquote(s: &str) -> Option<(String, &str)> {
-    let b = s.as_bytes();
-    if b.first() != Some(&b'"') {
-        return None;
-    }
-    let mut out = Vec::new();
-    let mut i = 1;
-    while i < b.len() {
-        match b[i] {
-            b'"' => {
-                let text = String::from_utf8(out).ok()?;
-                return Some((text, &s[i + 1..]));
-            }
-            b'\\' => {
-                let c = *b.get(i + 1)?;
-                i += 2;
-                let v = match c {
-                    b'n' => b'\n',
-                    b't' => b'\t',
-                    b'r' => b'\r',
-                    b'a' => 7,
-                    b'b' => 8,
-                    b'f' => 12,
-                    b'v' => 11,
-                    b'"' => b'"',
-                    b'\\' => b'\\',
-                    b'0'..=b'3' => {
-                        let d1 = *b.get(i)?;
-                        let d2 = *b.get(i + 1)?;
-                        if !(b'0'..=b'7').contains(&d1) || !(b'0'..=b'7').contains(&d2) {
-                            return None;
-                        }
-                        i += 2;
-                        (c - b'0') * 64 + (d1 - b'0') * 8 + (d2 - b'0')
-                    }
-                    _ => return None,
-                };
-                out.push(v);
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    None
-}
-
-/// Quotes a path the way git does when it holds bytes a reader could split
-/// on or misread; spaces are quoted too so libgit2 splits `diff --git` right.
-pub(crate) fn quote(p: &str) -> String {
-    let needs = p
-        .bytes()
-        .any(|c| c < 0x21 || c == b'"' || c == b'\\' || c >= 0x7f);
-    if !needs {
-        return p.to_string();
-    }
-    let mut out = String::from("\"");
-    for c in p.bytes() {
-        match c {
-            b'"' => out.push_str("\\\""),
-            b'\\' => out.push_str("\\\\"),
-            b'\n' => out.push_str("\\n"),
-            b'\t' => out.push_str("\\t"),
-            b'\r' => out.push_str("\\r"),
-            b' ' => out.push(' '),
-            c if !(0x20..0x7f).contains(&c) => out.push_str(&format!("\\{c:03o}")),
-            c => out.push(c as char),
-        }
-    }
-    out.push('"');
-    out
 }

@@ -9,7 +9,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::parse::{strip_first, LineKind, Section};
+use super::hunks::LineKind;
+use super::parse::Section;
+use super::paths::strip_first;
 use super::PatchError;
 
 pub(crate) const MODE_SYMLINK: u32 = 0o120000;

@@ -126,18 +126,26 @@ fn base_modify_patch() -> String {
     )
 }
 
-#[test]
-fn plain_modify_applies_strictly() {
-    let patch = base_modify_patch();
-    let dir = repo_with(&[("src/a.txt", BASE.as_bytes())]);
-    assert_eq!(
-        apply_text(dir.path(), &patch).unwrap(),
-        ApplyStrategy::Strict
-    );
+/// `p` applied by `strategy` to a src/a.txt holding `text`: only line 5
+/// becomes "line five", the file's own line ends and whitespace kept.
+fn changes_line_5(text: &str, p: &Patch, strategy: ApplyStrategy) {
+    let dir = repo_with(&[("src/a.txt", text.as_bytes())]);
+    assert_eq!(apply(dir.path(), p).unwrap(), strategy);
+    let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
     assert_eq!(
         read(dir.path(), "src/a.txt"),
-        BASE.replace("line 5\n", "line five\n")
+        text.replace(&format!("line 5{eol}"), &format!("line five{eol}"))
     );
+}
+
+/// [`base_modify_patch`] applied to a src/a.txt holding `text`.
+fn modifies_line_5(text: &str, strategy: ApplyStrategy) {
+    changes_line_5(text, &Patch::parse(&base_modify_patch()).unwrap(), strategy);
+}
+
+#[test]
+fn plain_modify_applies_strictly() {
+    modifies_line_5(BASE, ApplyStrategy::Strict);
 }
 
 #[test]
@@ -313,12 +321,7 @@ fn crlf_mangled_patch_is_repaired() {
         p.sha256(),
         Patch::parse(&base_modify_patch()).unwrap().sha256()
     );
-    let dir = repo_with(&[("src/a.txt", BASE.as_bytes())]);
-    assert_eq!(apply(dir.path(), &p).unwrap(), ApplyStrategy::Strict);
-    assert_eq!(
-        read(dir.path(), "src/a.txt"),
-        BASE.replace("line 5\n", "line five\n")
-    );
+    changes_line_5(BASE, &p, ApplyStrategy::Strict);
 }
 
 #[test]
@@ -349,12 +352,7 @@ fn missing_final_newline_is_added() {
     assert!(git2::Diff::from_buffer(cut.as_bytes()).is_err());
     let p = Patch::parse(cut).unwrap();
     assert!(p.text.ends_with('\n'));
-    let dir = repo_with(&[("src/a.txt", BASE.as_bytes())]);
-    assert_eq!(apply(dir.path(), &p).unwrap(), ApplyStrategy::Strict);
-    assert_eq!(
-        read(dir.path(), "src/a.txt"),
-        BASE.replace("line 5\n", "line five\n")
-    );
+    changes_line_5(BASE, &p, ApplyStrategy::Strict);
 }
 
 const PLAIN: &str =
@@ -374,15 +372,7 @@ fn libgit2_needs_git_headers_and_normalise_adds_them() {
 
 #[test]
 fn no_prefix_plain_diff_applies() {
-    let dir = repo_with(&[("src/a.txt", BASE.as_bytes())]);
-    assert_eq!(
-        apply_text(dir.path(), PLAIN).unwrap(),
-        ApplyStrategy::Strict
-    );
-    assert_eq!(
-        read(dir.path(), "src/a.txt"),
-        BASE.replace("line 5\n", "line five\n")
-    );
+    changes_line_5(BASE, &Patch::parse(PLAIN).unwrap(), ApplyStrategy::Strict);
 }
 
 #[test]
@@ -393,12 +383,7 @@ fn no_prefix_git_diff_applies() {
     assert!(patch.contains("diff --git src/a.txt src/a.txt"), "{patch}");
     let p = Patch::parse(&patch).unwrap();
     assert_eq!(p.files[0].path, "src/a.txt");
-    let dir = repo_with(&[("src/a.txt", BASE.as_bytes())]);
-    assert_eq!(apply(dir.path(), &p).unwrap(), ApplyStrategy::Strict);
-    assert_eq!(
-        read(dir.path(), "src/a.txt"),
-        BASE.replace("line 5\n", "line five\n")
-    );
+    changes_line_5(BASE, &p, ApplyStrategy::Strict);
 }
 
 #[test]
@@ -428,12 +413,7 @@ fn prose_and_fences_are_stripped() {
         "{}",
         p.text
     );
-    let dir = repo_with(&[("src/a.txt", BASE.as_bytes())]);
-    assert_eq!(apply(dir.path(), &p).unwrap(), ApplyStrategy::Strict);
-    assert_eq!(
-        read(dir.path(), "src/a.txt"),
-        BASE.replace("line 5\n", "line five\n")
-    );
+    changes_line_5(BASE, &p, ApplyStrategy::Strict);
 }
 
 #[test]
@@ -468,16 +448,7 @@ fn shifted_base() -> String {
 #[test]
 fn offset_hunk_needs_fuzzy() {
     // The patch was made against BASE; the tree has three extra lines on top.
-    let patch = base_modify_patch();
-    let dir = repo_with(&[("src/a.txt", shifted_base().as_bytes())]);
-    assert_eq!(
-        apply_text(dir.path(), &patch).unwrap(),
-        ApplyStrategy::Fuzzy
-    );
-    assert_eq!(
-        read(dir.path(), "src/a.txt"),
-        shifted_base().replace("line 5\n", "line five\n")
-    );
+    modifies_line_5(&shifted_base(), ApplyStrategy::Fuzzy);
 }
 
 #[test]
@@ -485,17 +456,8 @@ fn whitespace_drift_needs_fuzzy() {
     let drifted = BASE
         .replace("line 4\n", "line 4   \n")
         .replace("line 6\n", "line 6\t\n");
-    let patch = base_modify_patch();
-    let dir = repo_with(&[("src/a.txt", drifted.as_bytes())]);
-    assert_eq!(
-        apply_text(dir.path(), &patch).unwrap(),
-        ApplyStrategy::Fuzzy
-    );
     // Context keeps the file's own whitespace; only line 5 changed.
-    assert_eq!(
-        read(dir.path(), "src/a.txt"),
-        drifted.replace("line 5\n", "line five\n")
-    );
+    modifies_line_5(&drifted, ApplyStrategy::Fuzzy);
 }
 
 #[test]
@@ -504,30 +466,13 @@ fn edge_context_mismatch_needs_fuzz() {
     let changed = BASE
         .replace("line 2\n", "LINE 2\n")
         .replace("line 8\n", "LINE 8\n");
-    let patch = base_modify_patch();
-    let dir = repo_with(&[("src/a.txt", changed.as_bytes())]);
-    assert_eq!(
-        apply_text(dir.path(), &patch).unwrap(),
-        ApplyStrategy::Fuzzy
-    );
-    assert_eq!(
-        read(dir.path(), "src/a.txt"),
-        changed.replace("line 5\n", "line five\n")
-    );
+    modifies_line_5(&changed, ApplyStrategy::Fuzzy);
 }
 
 #[test]
 fn crlf_file_with_lf_patch_keeps_crlf() {
     let crlf = BASE.replace('\n', "\r\n");
-    let dir = repo_with(&[("src/a.txt", crlf.as_bytes())]);
-    assert_eq!(
-        apply_text(dir.path(), &base_modify_patch()).unwrap(),
-        ApplyStrategy::Fuzzy
-    );
-    assert_eq!(
-        read(dir.path(), "src/a.txt"),
-        crlf.replace("line 5\r\n", "line five\r\n")
-    );
+    modifies_line_5(&crlf, ApplyStrategy::Fuzzy);
 }
 
 #[test]
@@ -999,12 +944,7 @@ fn git_header_without_dash_lines_gets_them() {
         text.contains("--- a/src/a.txt\n+++ b/src/a.txt\n@@ -4,3 +4,3 @@"),
         "{text}"
     );
-    let dir = repo_with(&[("src/a.txt", BASE.as_bytes())]);
-    assert_eq!(apply_text(dir.path(), raw).unwrap(), ApplyStrategy::Strict);
-    assert_eq!(
-        read(dir.path(), "src/a.txt"),
-        BASE.replace("line 5\n", "line five\n")
-    );
+    changes_line_5(BASE, &Patch::parse(raw).unwrap(), ApplyStrategy::Strict);
 }
 
 #[test]

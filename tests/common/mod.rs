@@ -2,6 +2,9 @@
 //! in the test (git2), real patches and real test runners.
 #![allow(dead_code)]
 
+pub mod shapes;
+pub mod widgets;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

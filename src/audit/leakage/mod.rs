@@ -17,10 +17,10 @@
 //! chosen from the gold patches of all 300 SWE-bench Lite instances; see
 //! docs/audit.md for the distribution behind them.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::LazyLock;
+pub mod fragments;
 
-use regex::Regex;
+use std::collections::{HashMap, HashSet};
+
 use serde::{Deserialize, Serialize};
 use similar::{capture_diff_slices, Algorithm, DiffOp, TextDiff};
 
@@ -28,6 +28,7 @@ use super::diff::{self, DLine, FileDiff, Kind};
 use super::text::prose_lines;
 use super::{excerpt, Evidence, Reason, ReasonKind};
 use crate::dataset::Instance;
+use fragments::{bracket_delta, issue_lines, normalise, IssueLine, Part, MAX_JOIN};
 
 /// Two normalised lines match when their character similarity
 /// (`2·matches / (len_a + len_b)`) is at least this.
@@ -49,38 +50,6 @@ pub const GOLD_SHARE: f64 = 0.34;
 /// [`GOLD_RUN`] lines.
 pub const GOLD_MIN_MATCHED: usize = 1;
 pub const GOLD_RUN: usize = 4;
-
-/// Where in the issue text a fragment was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// In a ``` or ~~~ (or Trac `{{{`) block.
-    Fenced,
-    /// An indented block or a `>>>` session line.
-    Indented,
-    /// An inline `code` span.
-    Inline,
-    /// A line with no markup.
-    Bare,
-}
-
-/// Which text a fragment comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Part {
-    ProblemStatement,
-    Hints,
-}
-
-/// A normalised code fragment of the issue text.
-#[derive(Debug, Clone)]
-pub struct IssueLine {
-    pub key: String,
-    pub origin: Origin,
-    pub part: Part,
-    /// 1-based line in its part.
-    pub line: usize,
-}
 
 /// How much of a patch is in the issue text.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -123,6 +92,20 @@ struct LineMatch {
     how: How,
 }
 
+impl LineMatch {
+    /// Line `l` of file `file`, found as issue line `issue` per `how`.
+    fn new(file: usize, l: &DLine, (issue, similarity, how): (usize, f64, How)) -> LineMatch {
+        LineMatch {
+            file,
+            new_no: l.new_no,
+            text: l.text.clone(),
+            similarity,
+            issue,
+            how,
+        }
+    }
+}
+
 /// A scored patch with the matches behind the score.
 struct Scored {
     score: LeakScore,
@@ -139,25 +122,22 @@ pub fn score(problem_statement: &str, hints: &str, patch: &str) -> LeakScore {
 
 /// The candidate check.
 pub(crate) fn check_candidate(instance: &Instance, files: &[FileDiff]) -> Option<Reason> {
-    let issue = issue_lines(&instance.problem_statement, &instance.hints_text);
-    let s = score_files(&issue, files);
-    if !s.score.flags_candidate() {
-        return None;
-    }
-    Some(reason(
-        ReasonKind::IssueLeakage,
-        format!(
-            "{:.0}% of the candidate's {} scored added lines ({} lines, {} verbatim) are in the issue text; longest run {} lines",
-            s.score.share * 100.0,
-            s.score.total,
-            s.score.matched,
-            s.score.exact,
-            s.score.longest_run
-        ),
-        &s,
+    check(
+        instance,
         files,
-        &issue,
-    ))
+        ReasonKind::IssueLeakage,
+        LeakScore::flags_candidate,
+        |s| {
+            format!(
+            "{:.0}% of the candidate's {} scored added lines ({} lines, {} verbatim) are in the issue text; longest run {} lines",
+            s.share * 100.0,
+            s.total,
+            s.matched,
+            s.exact,
+            s.longest_run
+        )
+        },
+    )
 }
 
 /// The instance check: the gold patch measured the same way.
@@ -165,25 +145,38 @@ pub(crate) fn check_instance(instance: &Instance) -> Option<Reason> {
     if instance.patch.trim().is_empty() {
         return None;
     }
+    check(
+        instance,
+        &diff::read(&instance.patch),
+        ReasonKind::SolutionInIssue,
+        LeakScore::flags_gold,
+        |s| {
+            format!(
+            "the instance leaks its solution: {:.0}% of the gold patch's {} scored added lines ({} lines) are in the issue text; longest run {} lines",
+            s.share * 100.0,
+            s.total,
+            s.matched,
+            s.longest_run
+        )
+        },
+    )
+}
+
+/// `files` scored against the instance's issue text: a reason of `kind`,
+/// said by `message`, when `flags` holds for the score.
+fn check(
+    instance: &Instance,
+    files: &[FileDiff],
+    kind: ReasonKind,
+    flags: fn(&LeakScore) -> bool,
+    message: impl FnOnce(&LeakScore) -> String,
+) -> Option<Reason> {
     let issue = issue_lines(&instance.problem_statement, &instance.hints_text);
-    let files = diff::read(&instance.patch);
-    let s = score_files(&issue, &files);
-    if !s.score.flags_gold() {
+    let s = score_files(&issue, files);
+    if !flags(&s.score) {
         return None;
     }
-    Some(reason(
-        ReasonKind::SolutionInIssue,
-        format!(
-            "the instance leaks its solution: {:.0}% of the gold patch's {} scored added lines ({} lines) are in the issue text; longest run {} lines",
-            s.score.share * 100.0,
-            s.score.total,
-            s.score.matched,
-            s.score.longest_run
-        ),
-        &s,
-        &files,
-        &issue,
-    ))
+    Some(reason(kind, message(&s.score), &s, files, &issue))
 }
 
 /// Whether an instance's gold patch is largely in its issue text, with the
@@ -273,225 +266,6 @@ fn is_doc_file(path: &str) -> bool {
     doc_ext || doc_dir || doc_name
 }
 
-static INLINE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"``?([^`]+?)``?").expect("valid regex"));
-static NUMBERED: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(-*>\s*)?\d+\s+").expect("valid regex"));
-static IMPORT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(from\S+import|import)\S*$").expect("valid regex"));
-
-/// Lines that say nothing about a solution once whitespace is gone.
-const TRIVIAL: [&str; 30] = [
-    "else:",
-    "try:",
-    "finally:",
-    "pass",
-    "break",
-    "continue",
-    "return",
-    "returnNone",
-    "returnTrue",
-    "returnFalse",
-    "returnself",
-    "returnresult",
-    "raise",
-    "yield",
-    "None",
-    "True",
-    "False",
-    "self",
-    "except:",
-    "exceptException:",
-    "exceptExceptionase:",
-    "@property",
-    "@classmethod",
-    "@staticmethod",
-    "def__init__(self):",
-    "super().__init__()",
-    "else{",
-    "}else{",
-    "end",
-    "...",
-];
-
-/// Cuts a `#` comment that is outside quotes.
-fn cut_comment(s: &str) -> &str {
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    for (i, c) in s.char_indices() {
-        if escaped {
-            escaped = false;
-            continue;
-        }
-        match quote {
-            Some(q) => {
-                if c == '\\' {
-                    escaped = true;
-                } else if c == q {
-                    quote = None;
-                }
-            }
-            None => {
-                if c == '#' {
-                    return &s[..i];
-                }
-                if c == '\'' || c == '"' {
-                    quote = Some(c);
-                }
-            }
-        }
-    }
-    s
-}
-
-/// The comparison key of a line, or None for a blank, comment-only or
-/// trivial line.
-pub fn normalise(line: &str) -> Option<String> {
-    let t = line.trim();
-    if t.starts_with('#') || t.starts_with("//") {
-        return None;
-    }
-    let t = cut_comment(t);
-    let key: String = t.chars().filter(|c| !c.is_whitespace()).collect();
-    if key.chars().count() < 5 || !key.chars().any(char::is_alphanumeric) {
-        return None;
-    }
-    if TRIVIAL.contains(&key.as_str()) || IMPORT.is_match(&key) {
-        return None;
-    }
-    Some(key)
-}
-
-/// The code fragments of an issue: problem statement, then hints.
-pub fn issue_lines(problem_statement: &str, hints: &str) -> Vec<IssueLine> {
-    let mut out = Vec::new();
-    collect(problem_statement, Part::ProblemStatement, &mut out);
-    collect(hints, Part::Hints, &mut out);
-    out
-}
-
-fn collect(text: &str, part: Part, out: &mut Vec<IssueLine>) {
-    let mut fence: Option<&str> = None;
-    let push = move |raw: &str, origin: Origin, line: usize, out: &mut Vec<IssueLine>| {
-        let t = raw.trim();
-        // IPython/pdb tracebacks number the lines they quote
-        // (`--> 351 b = ...`): the number goes.
-        let t = NUMBERED.find(t).map_or(t, |m| &t[m.end()..]);
-        // Sessions and suggested diffs: keep the code after the prompt or
-        // the +/- (both forms are kept for diff-like lines).
-        let mut variants = vec![t];
-        for p in [">>> ", "... ", "$ "] {
-            if let Some(rest) = t.strip_prefix(p) {
-                variants.push(rest);
-            }
-        }
-        if let Some(rest) = t.strip_prefix('+').or_else(|| t.strip_prefix('-')) {
-            if !rest.starts_with(['+', '-']) {
-                variants.push(rest);
-            }
-        }
-        let mut seen: Vec<String> = Vec::new();
-        for v in variants {
-            if let Some(key) = normalise(v) {
-                if !seen.contains(&key) {
-                    seen.push(key.clone());
-                    out.push(IssueLine {
-                        key,
-                        origin,
-                        part,
-                        line,
-                    });
-                }
-            }
-        }
-    };
-    // A statement continued over brackets is also kept joined: (first line,
-    // origin, text so far, open brackets).
-    let mut open: Option<(usize, Origin, String, i32)> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let no = i + 1;
-        let t = raw.trim_start();
-        let boundary = t.starts_with("```")
-            || t.starts_with("~~~")
-            || t.starts_with("{{{")
-            || (fence == Some("{{{") && t.starts_with("}}}"));
-        if boundary {
-            open = None;
-        }
-        if let Some(f) = fence {
-            if t.starts_with(f) || (f == "{{{" && t.starts_with("}}}")) {
-                fence = None;
-            } else {
-                push(raw, Origin::Fenced, no, out);
-                join(&mut open, raw, Origin::Fenced, no, out, &push);
-            }
-            continue;
-        }
-        if t.starts_with("```") {
-            fence = Some("```");
-            continue;
-        }
-        if t.starts_with("~~~") {
-            fence = Some("~~~");
-            continue;
-        }
-        if t.starts_with("{{{") {
-            fence = Some("{{{");
-            continue;
-        }
-        let origin = if raw.starts_with("    ") || raw.starts_with('\t') || t.starts_with(">>> ") {
-            Origin::Indented
-        } else {
-            Origin::Bare
-        };
-        push(raw, origin, no, out);
-        join(&mut open, raw, origin, no, out, &push);
-        if origin == Origin::Bare {
-            for c in INLINE.captures_iter(raw) {
-                push(&c[1], Origin::Inline, no, out);
-            }
-        }
-    }
-}
-
-/// Pushes a fragment: (text, origin, line, output).
-type Push = dyn Fn(&str, Origin, usize, &mut Vec<IssueLine>);
-
-/// Follows bracket continuations: a line that leaves brackets open starts
-/// a logical line, pushed joined once they close.
-fn join(
-    open: &mut Option<(usize, Origin, String, i32)>,
-    raw: &str,
-    origin: Origin,
-    no: usize,
-    out: &mut Vec<IssueLine>,
-    push: &Push,
-) {
-    let t = raw.trim();
-    let t = t
-        .strip_prefix(">>> ")
-        .or_else(|| t.strip_prefix("... "))
-        .unwrap_or(t);
-    let delta = bracket_delta(t);
-    match open.take() {
-        Some((first, o, mut text, depth)) => {
-            text.push(' ');
-            text.push_str(t);
-            let depth = depth + delta;
-            let lines = no - first + 1;
-            if depth <= 0 || lines >= MAX_JOIN {
-                if depth <= 0 {
-                    push(&text, o, first, out);
-                }
-            } else {
-                *open = Some((first, o, text, depth));
-            }
-        }
-        None if delta > 0 => *open = Some((no, origin, t.to_string(), delta)),
-        None => {}
-    }
-}
-
 /// Character histogram for the similarity upper bound.
 fn histogram(s: &str) -> [u16; 128] {
     let mut h = [0u16; 128];
@@ -515,8 +289,6 @@ const FUZZY_MAX_LEN: usize = 400;
 /// Candidate keys at least this long (normalised) also match when they are
 /// contained in an issue line (a fix quoted inside a sentence).
 pub const CONTAIN_MIN_LEN: usize = 24;
-/// Logical lines (bracket continuations) are joined up to this many lines.
-const MAX_JOIN: usize = 15;
 
 /// How a candidate line matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -524,36 +296,6 @@ enum How {
     Exact,
     Contained,
     Similar,
-}
-
-/// Net open brackets of a line, ignoring quoted text and comments.
-fn bracket_delta(s: &str) -> i32 {
-    let mut depth = 0;
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    for c in s.chars() {
-        if escaped {
-            escaped = false;
-            continue;
-        }
-        match quote {
-            Some(q) => {
-                if c == '\\' {
-                    escaped = true;
-                } else if c == q {
-                    quote = None;
-                }
-            }
-            None => match c {
-                '#' => break,
-                '\'' | '"' => quote = Some(c),
-                '(' | '[' | '{' => depth += 1,
-                ')' | ']' | '}' => depth -= 1,
-                _ => {}
-            },
-        }
-    }
-    depth
 }
 
 /// The issue lines a patch is matched against, with lookup helpers.
@@ -714,14 +456,7 @@ fn score_files(issue: &[IssueLine], files: &[FileDiff]) -> Scored {
             let whole = u.joined.as_deref().and_then(|k| matcher.find(k));
             if let Some((i, sim, how)) = whole {
                 for (l, _) in &u.lines {
-                    matches.push(LineMatch {
-                        file: u.file,
-                        new_no: l.new_no,
-                        text: l.text.clone(),
-                        similarity: sim,
-                        issue: i,
-                        how,
-                    });
+                    matches.push(LineMatch::new(u.file, l, (i, sim, how)));
                 }
                 seq.push((Some(issue[i].key.as_str()), u.lines.len()));
                 seq_text.push(u.lines.iter().map(|(l, _)| l.text.as_str()).collect());
@@ -729,16 +464,9 @@ fn score_files(issue: &[IssueLine], files: &[FileDiff]) -> Scored {
             }
             for (l, key) in &u.lines {
                 match matcher.find(key) {
-                    Some((i, sim, how)) => {
-                        matches.push(LineMatch {
-                            file: u.file,
-                            new_no: l.new_no,
-                            text: l.text.clone(),
-                            similarity: sim,
-                            issue: i,
-                            how,
-                        });
-                        seq.push((Some(issue[i].key.as_str()), 1));
+                    Some(found) => {
+                        matches.push(LineMatch::new(u.file, l, found));
+                        seq.push((Some(issue[found.0].key.as_str()), 1));
                     }
                     None => seq.push((None, 1)),
                 }
@@ -802,48 +530,6 @@ fn score_files(issue: &[IssueLine], files: &[FileDiff]) -> Scored {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn normalisation() {
-        assert_eq!(
-            normalise("    x = foo(a, b)  # fix"),
-            Some("x=foo(a,b)".into())
-        );
-        assert_eq!(
-            normalise("s = '#not a comment'"),
-            Some("s='#notacomment'".into())
-        );
-        for t in [
-            "",
-            "   # only",
-            "else:",
-            "return",
-            "pass",
-            ")",
-            "]),",
-            "import re",
-            "from a.b import c",
-        ] {
-            assert_eq!(normalise(t), None, "{t:?}");
-        }
-    }
-
-    #[test]
-    fn fragments_of_an_issue() {
-        let text = "Title\nUse `foo.bar(x=1)` here.\n```python\n>>> frob(1, 2)\n+    return value.strip()\n```\n    indented_call(arg)\n";
-        let lines = issue_lines(text, "");
-        let keys: Vec<(&str, Origin)> = lines.iter().map(|l| (l.key.as_str(), l.origin)).collect();
-        assert!(keys.contains(&("foo.bar(x=1)", Origin::Inline)), "{keys:?}");
-        assert!(keys.contains(&("frob(1,2)", Origin::Fenced)), "{keys:?}");
-        assert!(
-            keys.contains(&("returnvalue.strip()", Origin::Fenced)),
-            "{keys:?}"
-        );
-        assert!(
-            keys.contains(&("indented_call(arg)", Origin::Indented)),
-            "{keys:?}"
-        );
-    }
 
     #[test]
     fn scores_share_and_run() {

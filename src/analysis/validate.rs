@@ -1,4 +1,5 @@
-//! `patchgrade validate`: is each instance sound in this environment?
+//! Instance validation (`patchgrade validate`): is each instance sound in
+//! this environment?
 //!
 //! An instance is valid when every FAIL_TO_PASS test fails on the base tree
 //! (with the test patch, without the fix) and passes with the gold patch, and
@@ -7,16 +8,17 @@
 //! admitted to a benchmark, and the check that an environment is faithful.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use serde::Serialize;
 
 use crate::dataset::{Dataset, Instance, Prediction};
-use crate::grade::{log_statuses, lookup};
+use crate::grade::lookup;
 use crate::outcome::{EvalRecord, Outcome};
 use crate::parse::{StatusMap, TestStatus};
-use crate::runner::{Job, RecordKey};
+use crate::rundir::RunDir;
+use crate::runner::jobs::{Job, RecordKey};
 use crate::spec::SpecSet;
+use crate::table::{render, Layout};
 
 pub const BASE_MODEL: &str = "validate-base";
 
@@ -29,29 +31,15 @@ pub fn gold_model(run: usize) -> String {
 pub fn jobs(dataset: &Dataset, gold_runs: usize) -> Vec<Job> {
     let mut out = Vec::new();
     for inst in &dataset.instances {
+        let id = &inst.instance_id;
         let inst = std::sync::Arc::new(inst.clone());
-        let pred = |model: String, patch: Option<String>| Prediction {
-            instance_id: inst.instance_id.clone(),
-            model_name_or_path: model,
-            model_patch: patch,
-            sample_id: None,
-            extra: Default::default(),
-        };
         out.push(Job {
-            instance: inst.clone(),
-            prediction: pred(BASE_MODEL.into(), None),
-            sample: None,
-            directives: None,
             run_without_patch: true,
+            ..Job::new(inst.clone(), Prediction::new(id, BASE_MODEL, None))
         });
         for k in 0..gold_runs {
-            out.push(Job {
-                instance: inst.clone(),
-                prediction: pred(gold_model(k), Some(inst.patch.clone())),
-                sample: None,
-                directives: None,
-                run_without_patch: false,
-            });
+            let gold = Prediction::new(id, &gold_model(k), Some(inst.patch.clone()));
+            out.push(Job::new(inst.clone(), gold));
         }
     }
     out
@@ -109,19 +97,27 @@ fn passes(s: Option<&TestStatus>, p2p: bool) -> bool {
     }
 }
 
-/// The status map of a finished evaluation, parsed from its log.
-fn statuses(specs: &SpecSet, inst: &Instance, log_dir: &Path) -> Option<StatusMap> {
-    log_statuses(specs, inst, log_dir).and_then(Result::ok)
+/// The test statuses of one finished run of the validation.
+fn statuses(
+    rundir: &RunDir,
+    specs: &SpecSet,
+    inst: &Instance,
+    model: &str,
+    record: Option<&EvalRecord>,
+) -> Option<StatusMap> {
+    rundir
+        .eval_dir(model, &inst.instance_id, None)
+        .statuses(record?, specs, inst)
+        .and_then(Result::ok)
 }
 
-/// Judge every instance from the records and logs of a validation run.
+/// Judge every instance from the records of a validation run.
 pub fn judge(
     dataset: &Dataset,
     gold_runs: usize,
     records: &BTreeMap<RecordKey, EvalRecord>,
     specs: &SpecSet,
-    log_dir_of: impl Fn(&str, &str) -> std::path::PathBuf,
-    run_id: &str,
+    rundir: &RunDir,
 ) -> ValidationReport {
     let mut counts = Counts::default();
     let mut instances = Vec::new();
@@ -131,20 +127,13 @@ pub fn judge(
         let base_rec = rec(BASE_MODEL);
         let gold_recs: Vec<Option<&EvalRecord>> =
             (0..gold_runs).map(|k| rec(&gold_model(k))).collect();
-        let base_map = statuses(specs, inst, &log_dir_of(BASE_MODEL, id));
+        let base_map = statuses(rundir, specs, inst, BASE_MODEL, base_rec);
         let gold_maps: Vec<Option<StatusMap>> = (0..gold_runs)
-            .map(|k| statuses(specs, inst, &log_dir_of(&gold_model(k), id)))
+            .map(|k| statuses(rundir, specs, inst, &gold_model(k), gold_recs[k]))
             .collect();
 
         let mut problems = Vec::new();
-        let env_failed = |r: Option<&EvalRecord>| {
-            r.is_some_and(|r| {
-                matches!(
-                    r.outcome,
-                    Outcome::EnvironmentBuildFailed | Outcome::InfraError
-                )
-            })
-        };
+        let env_failed = |r: Option<&EvalRecord>| r.is_some_and(|r| !r.outcome.counts_for_model());
         counts.environment_failures += usize::from(env_failed(base_rec))
             + gold_recs.iter().filter(|r| env_failed(**r)).count();
         for (what, r) in
@@ -300,7 +289,7 @@ pub fn judge(
         instances.push(v);
     }
     ValidationReport {
-        run_id: run_id.to_string(),
+        run_id: rundir.run_id().to_string(),
         gold_runs,
         counts,
         instances,
@@ -309,14 +298,11 @@ pub fn judge(
 
 impl ValidationReport {
     pub fn table(&self) -> String {
-        let width = self
-            .instances
-            .iter()
-            .map(|i| i.instance_id.len())
-            .max()
-            .unwrap_or(8)
-            .max(8);
-        let mut out = format!("{:<width$}  {:<7}  detail\n", "instance", "valid");
+        let mut rows = vec![vec![
+            "instance".to_string(),
+            "valid".into(),
+            "detail".into(),
+        ]];
         for i in &self.instances {
             let mut detail = i.problems.join("; ");
             if !i.flaky_tests.is_empty() {
@@ -326,12 +312,14 @@ impl ValidationReport {
                     i.flaky_tests.join(", ")
                 ));
             }
-            out.push_str(&format!(
-                "{:<width$}  {:<7}  {detail}\n",
-                i.instance_id,
-                if i.valid { "yes" } else { "NO" }
-            ));
+            let valid = if i.valid { "yes" } else { "NO" };
+            rows.push(vec![i.instance_id.clone(), valid.into(), detail]);
         }
+        let layout = Layout {
+            min_widths: &[8, 7],
+            ..Layout::default()
+        };
+        let mut out = render(&rows, layout);
         let c = &self.counts;
         out.push_str(&format!(
             "\n{} instances: {} valid, {} invalid; gold resolved {} in all {} runs; {} false resolutions on base; {} with flaky tests; {} environment failures\n",
@@ -344,28 +332,12 @@ impl ValidationReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::Timings;
+    use crate::test_support::{pytest_specs, test_log};
 
     fn record(model: &str, id: &str, outcome: Outcome) -> EvalRecord {
         EvalRecord {
-            instance_id: id.into(),
-            model_name_or_path: model.into(),
-            sample_id: None,
-            evaluated_as: None,
             outcome,
-            detail: None,
-            cache_key: String::new(),
-            patch_sha256: None,
-            spec_hash: None,
-            apply_strategy: None,
-            grade: None,
-            ungradable: None,
-            test_exit_code: None,
-            audit: None,
-            backend: "local".into(),
-            environment: None,
-            timings: Timings::default(),
-            patchgrade_version: String::new(),
+            ..EvalRecord::new(id, model, "local")
         }
     }
 
@@ -374,14 +346,7 @@ mod tests {
     #[test]
     fn judges_base_and_gold_logs_with_grading_id_rules() {
         let d = tempfile::tempdir().unwrap();
-        let spec = d.path().join("s.yaml");
-        std::fs::write(
-            &spec,
-            "repo: o/r\nversions:\n  \"*\":\n    test_cmd: pytest -rA\n    log_parser: pytest\n",
-        )
-        .unwrap();
-        let mut specs = SpecSet::default();
-        specs.add_path(&spec).unwrap();
+        let specs = pytest_specs(d.path());
         let inst: Instance = serde_json::from_value(serde_json::json!({
             "instance_id": "o__r-1", "repo": "o/r", "base_commit": "a", "version": "1",
             "FAIL_TO_PASS": ["t.py::f2p"], "PASS_TO_PASS": ["t.py::p[a"]
@@ -390,9 +355,7 @@ mod tests {
         let dataset = Dataset {
             instances: vec![inst],
         };
-        let log = |body: &str| {
-            format!("+ : '>>>>> Start Test Output'\n{body}\n+ : '>>>>> End Test Output'\n")
-        };
+        let rundir = RunDir::new(d.path(), "v");
         for (model, body) in [
             (
                 BASE_MODEL.to_string(),
@@ -400,9 +363,9 @@ mod tests {
             ),
             (gold_model(0), "PASSED t.py::f2p\nPASSED t.py::p[a b]"),
         ] {
-            let dir = d.path().join(&model);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("test_output.txt"), log(body)).unwrap();
+            let dir = rundir.eval_dir(&model, "o__r-1", None);
+            dir.write_patch("").unwrap();
+            dir.write_test_log(&test_log(body)).unwrap();
         }
         let mut records = BTreeMap::new();
         records.insert(
@@ -413,20 +376,18 @@ mod tests {
             (gold_model(0), "o__r-1".into(), None),
             record(&gold_model(0), "o__r-1", Outcome::Resolved),
         );
-        let root = d.path().to_owned();
-        let report = judge(&dataset, 1, &records, &specs, |m, _| root.join(m), "v");
+        let report = judge(&dataset, 1, &records, &specs, &rundir);
         let v = &report.instances[0];
         assert!(v.valid, "{:?}", v.problems);
         assert!(v.unmatched.is_empty());
         assert_eq!(report.counts.gold_resolved, 1);
 
         // The fix's test already passes without the fix: invalid.
-        std::fs::write(
-            d.path().join(BASE_MODEL).join("test_output.txt"),
-            log("PASSED t.py::f2p\nPASSED t.py::p[a b]"),
-        )
-        .unwrap();
-        let report = judge(&dataset, 1, &records, &specs, |m, _| root.join(m), "v");
+        rundir
+            .eval_dir(BASE_MODEL, "o__r-1", None)
+            .write_test_log(&test_log("PASSED t.py::f2p\nPASSED t.py::p[a b]"))
+            .unwrap();
+        let report = judge(&dataset, 1, &records, &specs, &rundir);
         assert!(!report.instances[0].valid);
         assert_eq!(report.instances[0].f2p_passing_on_base, vec!["t.py::f2p"]);
     }

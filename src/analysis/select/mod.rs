@@ -19,28 +19,22 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde::Serialize;
-use serde_json::Map;
-use sha2::{Digest, Sha256};
 
-use crate::cli::{jobs as prediction_jobs, CliError, Engine, SelectArgs};
-use crate::dataset::{load_predictions, Dataset, Instance, Prediction};
-use crate::grade;
-use crate::metrics::{
-    bootstrap_ci, instance_scores, mean_pass_at_k, paired_diff, InstanceScore, Interval,
-    MetricKind, PairedDiff, DEFAULT_RESAMPLES, DEFAULT_SEED,
-};
+pub mod score;
+
+use crate::dataset::{sha256_hex, Instance, Prediction};
 use crate::outcome::{EvalRecord, Outcome};
 use crate::parse::{StatusMap, TestStatus};
-use crate::passk::{load_run, sample_order, ModelSamples, SampleRecord};
+use crate::passk::samples::{sample_order, ModelSamples, RunSamples, SampleRecord};
 use crate::patch::{ApplyStrategy, ChangeKind, Patch};
-use crate::report::{write_atomic, write_json_atomic};
-use crate::runner::{Job, RecordKey, RunConfig};
-use crate::spec::{hex, SpecSet};
+use crate::rundir::eval_dir::EvalDir;
+use crate::rundir::RunDir;
+use crate::runner::jobs::{Job, RecordKey};
+use crate::spec::SpecSet;
+use score::{score_model, ModelSelection};
 
 /// Model name of the base-tree runs in the selection's run folder.
 pub const BASE_MODEL: &str = "_base";
@@ -67,12 +61,12 @@ impl Applies {
         }
     }
 
-    fn of_record(outcome: &str, strategy: Option<&str>) -> Applies {
+    fn of_record(outcome: Outcome, strategy: Option<ApplyStrategy>) -> Applies {
         match (outcome, strategy) {
-            ("patch_apply_failed", _) => Applies::No,
-            ("empty_patch", _) => Applies::Empty,
-            (_, Some("strict")) => Applies::Strict,
-            (_, Some("fuzzy")) => Applies::Fuzzy,
+            (Outcome::PatchApplyFailed, _) => Applies::No,
+            (Outcome::EmptyPatch, _) => Applies::Empty,
+            (_, Some(ApplyStrategy::Strict)) => Applies::Strict,
+            (_, Some(ApplyStrategy::Fuzzy)) => Applies::Fuzzy,
             _ => Applies::Unknown,
         }
     }
@@ -105,7 +99,7 @@ pub struct Candidate {
     pub touches_tests: bool,
     /// The outcome the run recorded for this sample (used only to score the
     /// selection, never to make it).
-    pub outcome: Option<String>,
+    pub outcome: Option<Outcome>,
     #[serde(skip)]
     behaviour: Option<String>,
     #[serde(skip)]
@@ -128,58 +122,6 @@ pub struct Choice {
     pub candidates: Vec<Candidate>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-}
-
-/// A mean with its interval.
-#[derive(Debug, Clone, Serialize)]
-pub struct Estimate {
-    pub value: f64,
-    pub ci: Interval,
-}
-
-/// The selection of one model.
-#[derive(Debug, Clone, Serialize)]
-pub struct ModelSelection {
-    /// Instances scored: in the run with a usable sample, and predicted.
-    pub instances: usize,
-    /// pass@1 of the chosen samples.
-    pub selection: Option<Estimate>,
-    /// Mean pass@1 over all samples (what picking at random gives).
-    #[serde(rename = "mean_pass@1")]
-    pub mean_pass_at_1: Option<Estimate>,
-    /// Any sample resolved (what a perfect selector gives).
-    #[serde(rename = "oracle_pass@n")]
-    pub oracle: Option<Estimate>,
-    /// Selection minus mean pass@1, paired over instances.
-    pub selection_minus_mean: Option<PairedDiff>,
-    /// The same three with suspect passes counted as failures.
-    pub clean: BTreeMap<String, Option<f64>>,
-    pub choices: Vec<Choice>,
-    pub notes: Vec<String>,
-}
-
-/// The whole selection report (`select.json`).
-#[derive(Debug, Clone, Serialize)]
-pub struct SelectionReport {
-    pub run_dir: String,
-    pub select_run_dir: String,
-    pub output: String,
-    pub models: BTreeMap<String, ModelSelection>,
-}
-
-fn bad(e: impl Into<anyhow::Error>) -> CliError {
-    CliError::BadInput(e.into())
-}
-
-fn infra(e: impl Into<anyhow::Error>) -> CliError {
-    CliError::Infra(e.into())
-}
-
-fn patch_sha(p: &Prediction) -> Option<String> {
-    p.model_patch
-        .as_deref()
-        .filter(|t| !t.trim().is_empty())
-        .map(|t| hex(&Sha256::digest(t.as_bytes())))
 }
 
 /// The existing test files of an instance (modified by its test patch, so
@@ -213,10 +155,10 @@ fn base_instance(inst: &Instance) -> Arc<Instance> {
     })
 }
 
-/// The status map of a finished test run, from its test_output.txt.
+/// The status map of a finished test run.
 fn statuses(
     rec: Option<&EvalRecord>,
-    dir: &Path,
+    dir: &EvalDir,
     inst: &Instance,
     specs: &SpecSet,
 ) -> Option<Result<StatusMap, String>> {
@@ -226,7 +168,7 @@ fn statuses(
         Outcome::TestsTimedOut => return Some(Err("tests timed out".into())),
         _ => return None,
     }
-    Some(grade::log_statuses(specs, inst, dir)?.map_err(|u| u.to_string()))
+    Some(dir.statuses(rec, specs, inst)?.map_err(|u| u.to_string()))
 }
 
 /// `Ordering::Greater` when `a` is the better choice.
@@ -316,17 +258,9 @@ fn plan(groups: &[Group], specs: &SpecSet) -> Plan {
         let inst = base_instance(&g.instance);
         if based.insert(id.clone()) {
             jobs.push(Job {
-                instance: inst.clone(),
-                prediction: Prediction {
-                    instance_id: id.clone(),
-                    model_name_or_path: BASE_MODEL.into(),
-                    model_patch: None,
-                    sample_id: None,
-                    extra: Map::new(),
-                },
-                sample: None,
                 directives: Some(dirs.clone()),
                 run_without_patch: true,
+                ..Job::new(inst.clone(), Prediction::new(id, BASE_MODEL, None))
             });
         }
         for j in runnable {
@@ -347,18 +281,14 @@ fn choose(
     tests: &(Vec<String>, Vec<String>),
     run: Option<&ModelSamples>,
     done: &BTreeMap<RecordKey, EvalRecord>,
-    cfg: &RunConfig,
+    rundir: &RunDir,
     specs: &SpecSet,
     notes: &mut Vec<String>,
 ) -> Choice {
     let id = &g.instance.instance_id;
     let (files, _) = tests;
     let base_key: RecordKey = (BASE_MODEL.into(), id.clone(), None);
-    let base_dir = cfg
-        .log_root
-        .join(&cfg.run_id)
-        .join(crate::dataset::model_dir(BASE_MODEL))
-        .join(id);
+    let base_dir = rundir.eval_dir(BASE_MODEL, id, None);
     let base_pass: Option<BTreeSet<String>> =
         match statuses(done.get(&base_key), &base_dir, &g.instance, specs) {
             Some(Ok(map)) => Some(
@@ -384,7 +314,7 @@ fn choose(
         .collect();
     let mut cands = Vec::new();
     for j in &g.jobs {
-        let sha = patch_sha(&j.prediction);
+        let sha = j.prediction.patch_sha256();
         let rec = recorded.get(&j.sample).copied().filter(|r| {
             let same = r.patch_sha256 == sha;
             if !same {
@@ -400,19 +330,15 @@ fn choose(
         let applies = if j.prediction.is_empty_patch() {
             Applies::Empty
         } else if let Some(r) = sel_rec {
-            let strategy = r.apply_strategy.map(|s| match s {
-                ApplyStrategy::Strict => "strict",
-                ApplyStrategy::Fuzzy => "fuzzy",
-            });
-            Applies::of_record(r.outcome.name(), strategy)
+            Applies::of_record(r.outcome, r.apply_strategy)
         } else if let Some(r) = rec {
-            Applies::of_record(&r.outcome, r.apply_strategy.as_deref())
+            Applies::of_record(r.outcome, r.apply_strategy)
         } else {
             Applies::Unknown
         };
         let (mut score, mut still, mut behaviour) = (None, None, None);
         if let (Some(base), Some(sr)) = (&base_pass, sel_rec) {
-            match statuses(Some(sr), &j.log_dir(cfg), &g.instance, specs) {
+            match statuses(Some(sr), &j.eval_dir(rundir), &g.instance, specs) {
                 Some(Ok(map)) => {
                     let n = base
                         .iter()
@@ -443,11 +369,10 @@ fn choose(
             suspect: rec.is_some_and(|r| r.suspect),
             agreement: 1,
             touches_tests,
-            outcome: rec.map(|r| r.outcome.clone()),
+            outcome: rec.map(|r| r.outcome),
             behaviour,
-            patch_key: hex(&Sha256::digest(
-                crate::patch::normalise(j.prediction.model_patch.as_deref().unwrap_or(""))
-                    .as_bytes(),
+            patch_key: sha256_hex(&crate::patch::normalise(
+                j.prediction.model_patch.as_deref().unwrap_or(""),
             )),
             prediction: j.prediction.clone(),
             recorded: rec.cloned(),
@@ -479,274 +404,64 @@ impl Choice {
     }
 }
 
-fn estimate(values: &[f64]) -> Option<Estimate> {
-    let ci = bootstrap_ci(values, DEFAULT_RESAMPLES, DEFAULT_SEED).ok()?;
-    Some(Estimate {
-        value: ci.point,
-        ci,
-    })
+/// The selection's work: the (model, instance) groups of samples and what
+/// to run to compare them.
+pub struct Selection {
+    groups: Vec<Group>,
+    plan: Plan,
 }
 
-/// Scores a model's choices against the outcomes recorded in the run.
-fn score_model(
-    run: Option<&ModelSamples>,
-    choices: Vec<Choice>,
-    mut notes: Vec<String>,
-) -> ModelSelection {
-    let table = run.map(|m| m.table(false)).unwrap_or_default();
-    let clean_table = run.map(|m| m.table(true)).unwrap_or_default();
-    let by_id: BTreeMap<&str, &Choice> = choices
-        .iter()
-        .map(|c| (c.instance_id.as_str(), c))
-        .collect();
-    let scored: BTreeSet<&str> = table
-        .iter()
-        .map(|s| s.instance_id.as_str())
-        .filter(|id| by_id.contains_key(id))
-        .collect();
-    let missing: Vec<&str> = by_id
-        .keys()
-        .filter(|id| !scored.contains(*id))
-        .copied()
-        .collect();
-    if !missing.is_empty() {
-        notes.push(format!(
-            "{} instances have no usable sample in the run and are not scored: {}",
-            missing.len(),
-            missing.join(", ")
-        ));
+impl Selection {
+    /// Groups the run's jobs (made from the same predictions, so with the
+    /// same sample ids) and plans the test runs.
+    pub fn new(jobs: Vec<Job>, specs: &SpecSet) -> Selection {
+        let groups = groups(jobs);
+        let plan = plan(&groups, specs);
+        Selection { groups, plan }
     }
-    let keep = |t: &[crate::metrics::InstanceSamples]| -> Vec<crate::metrics::InstanceSamples> {
-        t.iter()
-            .filter(|s| scored.contains(s.instance_id.as_str()))
-            .cloned()
-            .collect()
-    };
-    let (table, clean_table) = (keep(&table), keep(&clean_table));
-    let mut sel = Vec::new();
-    let mut sel_clean = Vec::new();
-    for s in &table {
-        let c = by_id[s.instance_id.as_str()];
-        let rec = c.chosen().and_then(|c| c.recorded.as_ref());
-        if rec.is_none_or(SampleRecord::excluded) {
-            notes.push(format!(
-                "{}: the chosen sample has no usable outcome in the run; counted as a failure",
-                s.instance_id
-            ));
-        }
-        sel.push(InstanceScore::new(
-            s.instance_id.clone(),
-            f64::from(u8::from(rec.is_some_and(SampleRecord::resolved))),
-        ));
-        sel_clean.push(f64::from(u8::from(
-            rec.is_some_and(SampleRecord::clean_resolved),
-        )));
-    }
-    let sel_values: Vec<f64> = sel.iter().map(|s| s.score).collect();
-    let mean_scores = instance_scores(&table, MetricKind::PassAtK, 1).ok();
-    let mean_values: Option<Vec<f64>> = mean_scores
-        .as_ref()
-        .map(|v| v.iter().map(|s| s.score).collect());
-    let oracle: Vec<f64> = table.iter().map(|s| f64::from(u8::from(s.c > 0))).collect();
-    let clean_oracle: Vec<f64> = clean_table
-        .iter()
-        .map(|s| f64::from(u8::from(s.c > 0)))
-        .collect();
-    let avg = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    let mut clean = BTreeMap::new();
-    clean.insert("selection".to_string(), avg(&sel_clean));
-    clean.insert(
-        "mean_pass@1".to_string(),
-        mean_pass_at_k(&clean_table, 1).value,
-    );
-    clean.insert("oracle_pass@n".to_string(), avg(&clean_oracle));
-    ModelSelection {
-        instances: table.len(),
-        selection: estimate(&sel_values),
-        mean_pass_at_1: mean_values.as_deref().and_then(estimate),
-        oracle: estimate(&oracle),
-        selection_minus_mean: mean_scores
-            .and_then(|m| paired_diff(&sel, &m, DEFAULT_RESAMPLES, DEFAULT_SEED).ok()),
-        clean,
-        choices,
-        notes,
-    }
-}
 
-impl SelectionReport {
-    pub fn table(&self) -> String {
-        let f = |e: &Option<Estimate>| match e {
-            Some(e) => format!("{:.3} [{:.3}, {:.3}]", e.value, e.ci.low, e.ci.high),
-            None => "-".into(),
-        };
-        let mut out = format!(
-            "best-of-n selection from {} (selection test runs in {})\n",
-            self.run_dir, self.select_run_dir
-        );
-        for (model, m) in &self.models {
-            out.push_str(&format!("\n{model}: {} instances scored\n", m.instances));
-            out.push_str(&format!("  pass@1 of the selection  {}\n", f(&m.selection)));
-            out.push_str(&format!(
-                "  mean pass@1              {}\n",
-                f(&m.mean_pass_at_1)
-            ));
-            out.push_str(&format!("  pass@n (oracle)          {}\n", f(&m.oracle)));
-            if let Some(d) = &m.selection_minus_mean {
-                out.push_str(&format!(
-                    "  selection - mean pass@1  {:+.3} [{:+.3}, {:+.3}]\n",
-                    d.diff, d.low, d.high
-                ));
-            }
-            let c = |k: &str| {
-                m.clean
-                    .get(k)
-                    .copied()
-                    .flatten()
-                    .map(|v| format!("{v:.3}"))
-                    .unwrap_or_else(|| "-".into())
-            };
-            out.push_str(&format!(
-                "  clean (suspect passes fail): selection {}, mean pass@1 {}, oracle {}\n",
-                c("selection"),
-                c("mean_pass@1"),
-                c("oracle_pass@n")
-            ));
-            for n in &m.notes {
-                out.push_str(&format!("  note: {n}\n"));
-            }
-            let mut rows = vec![vec![
-                "instance".to_string(),
-                "chosen".into(),
-                "of".into(),
-                "applies".into(),
-                "existing tests".into(),
-                "agreement".into(),
-                "suspect".into(),
-                "recorded outcome".into(),
-            ]];
-            for ch in &m.choices {
-                let Some(c) = ch.chosen() else {
-                    rows.push(vec![ch.instance_id.clone(), "-".into()]);
-                    continue;
-                };
-                rows.push(vec![
-                    ch.instance_id.clone(),
-                    c.sample_id.clone().unwrap_or_else(|| "-".into()),
-                    ch.candidates.len().to_string(),
-                    c.applies.name().into(),
-                    match (c.still_passing, ch.base_passing) {
-                        (Some(s), Some(b)) => format!("{s}/{b}"),
-                        _ => "-".into(),
-                    },
-                    c.agreement.to_string(),
-                    if c.suspect { "yes" } else { "no" }.into(),
-                    c.outcome.clone().unwrap_or_else(|| "-".into()),
-                ]);
-            }
-            let widths: Vec<usize> = (0..8)
-                .map(|i| {
-                    rows.iter()
-                        .filter_map(|r| r.get(i))
-                        .map(String::len)
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect();
-            for r in rows {
-                let cells: Vec<String> = r
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-                    .collect();
-                out.push_str(&format!("  {}\n", cells.join("  ").trim_end()));
-            }
-        }
-        out
+    /// The test runs: base trees and candidates with existing tests.
+    pub fn jobs(&self) -> Vec<Job> {
+        self.plan.jobs.clone()
     }
-}
 
-/// `patchgrade select`.
-pub async fn select(args: SelectArgs) -> Result<i32, CliError> {
-    let run = load_run(&args.run_dir).map_err(bad)?;
-    let dataset_path: PathBuf = args
-        .dataset
-        .clone()
-        .or_else(|| run.dataset.clone())
-        .ok_or_else(|| {
-            bad(anyhow::anyhow!(
-                "no --dataset, and RUN_DIR/run.json names none"
-            ))
-        })?;
-    let dataset = Dataset::load(&dataset_path).map_err(bad)?;
-    let preds = load_predictions(&args.predictions, &dataset).map_err(bad)?;
-    // The same sample ids as the run gave them.
-    let groups = groups(prediction_jobs(&dataset, preds)?);
-    let select_run_id = args
-        .select_run_id
-        .clone()
-        .unwrap_or_else(|| format!("{}.select", run.run_id));
-    let output = args
-        .output
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("{}.selected.jsonl", run.run_id)));
-    let engine = Engine::build(&args.engine, &select_run_id, &dataset_path)?;
-    let plan = plan(&groups, &engine.runner.specs);
-    let done = engine.execute(plan.jobs).await;
-    let cfg = &engine.runner.cfg;
-
-    let mut per_model: BTreeMap<String, (Vec<Choice>, Vec<String>)> = BTreeMap::new();
-    let mut lines = String::new();
-    for g in &groups {
-        let (choices, notes) = per_model.entry(g.model.clone()).or_default();
-        let choice = choose(
-            g,
-            &plan.tests[&g.instance.instance_id],
-            run.models.get(&g.model),
-            &done.records,
-            cfg,
-            &engine.runner.specs,
-            notes,
-        );
-        if let Some(c) = choice.chosen() {
-            lines.push_str(&serde_json::to_string(&c.prediction).map_err(infra)?);
-            lines.push('\n');
+    /// Chooses one sample per group from the finished test runs, and
+    /// scores the choices against the outcomes the run recorded. Returns
+    /// the chosen predictions (in input order) and the selection per model.
+    pub fn decide(
+        &self,
+        run: &RunSamples,
+        done: &BTreeMap<RecordKey, EvalRecord>,
+        rundir: &RunDir,
+        specs: &SpecSet,
+    ) -> (Vec<Prediction>, BTreeMap<String, ModelSelection>) {
+        let mut per_model: BTreeMap<String, (Vec<Choice>, Vec<String>)> = BTreeMap::new();
+        let mut chosen = Vec::new();
+        for g in &self.groups {
+            let (choices, notes) = per_model.entry(g.model.clone()).or_default();
+            let choice = choose(
+                g,
+                &self.plan.tests[&g.instance.instance_id],
+                run.models.get(&g.model),
+                done,
+                rundir,
+                specs,
+                notes,
+            );
+            if let Some(c) = choice.chosen() {
+                chosen.push(c.prediction.clone());
+            }
+            choices.push(choice);
         }
-        choices.push(choice);
-    }
-    write_atomic(&output, lines.as_bytes())
-        .with_context(|| format!("cannot write {}", output.display()))
-        .map_err(infra)?;
-    let select_dir = cfg.log_root.join(&cfg.run_id);
-    let report = SelectionReport {
-        run_dir: args.run_dir.display().to_string(),
-        select_run_dir: select_dir.display().to_string(),
-        output: output.display().to_string(),
-        models: per_model
+        let models = per_model
             .into_iter()
             .map(|(m, (choices, notes))| {
                 let sel = score_model(run.models.get(&m), choices, notes);
                 (m, sel)
             })
-            .collect(),
-    };
-    let report_path = select_dir.join("select.json");
-    write_json_atomic(&report_path, &report)
-        .with_context(|| format!("cannot write {}", report_path.display()))
-        .map_err(infra)?;
-    eprintln!("\n{}", report.table());
-    eprintln!(
-        "chosen predictions written to {}; report to {}",
-        output.display(),
-        report_path.display()
-    );
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(infra)?);
+            .collect();
+        (chosen, models)
     }
-    Ok(if done.interrupted {
-        crate::cli::exit::INTERRUPTED
-    } else {
-        crate::cli::exit::OK
-    })
 }
 
 #[cfg(test)]
@@ -772,11 +487,8 @@ mod tests {
             behaviour: None,
             patch_key: id.into(),
             prediction: Prediction {
-                instance_id: "i".into(),
-                model_name_or_path: "m".into(),
-                model_patch: None,
                 sample_id: Some(id.into()),
-                extra: Map::new(),
+                ..Prediction::new("i", "m", None)
             },
             recorded: None,
         }

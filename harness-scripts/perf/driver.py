@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""patchgrade's in-container timing driver (stdlib only, Python 3.6+).
+
+Usage: driver.py PLAN.json
+
+The plan (written by patchgrade) names the variants (one prepared tree each),
+the workload (commands), the repetitions and the environment:
+
+    {"variants": [{"name": "base", "dir": "/perf/trees/base"}, ...],
+     "link": "/testbed",            # optional: a symlink pointed at the
+                                    # variant's tree before each of its runs
+     "workload": [{"name": "workload", "argv": ["python", "/perf/w/0.py"],
+                   "timeout": 600}],   # optional per item; else the plan's
+     "build": ["bash", "-c", "..."], # optional, once per variant, untimed
+     "repeat": 10, "warmup": 1, "seed": 1, "timeout": 600,
+     "env": {"K": "V"}, "log_dir": "/perf/logs", "instructions": false}
+
+Output, one JSON object per line on stdout:
+    {"type": "fingerprint", ...}         first: CPU, cores, kernel, load, perf
+    {"type": "build", ...}               per variant with a build step
+    {"type": "warmup", ...}              per warm-up run (not analysed)
+    {"type": "run", ...}                 per measured run
+    {"type": "end", "load_after": ...}   last
+
+Every run is its own process (fork/exec), started in the variant's tree (or
+the link) with the same environment for every variant; its wall time is
+measured with the monotonic clock around fork and wait4, its CPU time
+(user + sys) and peak RSS come from wait4's rusage, which includes the
+descendants it waited for (peak RSS has a floor: the driver's own, printed
+as driver_rss_kb). Warm-up runs are printed as such and not analysed. Measured rounds are
+interleaved: each round runs every variant once, in an order shuffled with
+the plan's seed, so a drift in machine speed spreads over all variants
+instead of landing on one.
+"""
+
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+TAIL = 2000
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return [float(v) for v in f.read().split()[:3]]
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model"):
+                    return value.strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def perf_probe():
+    """Whether `perf stat -e instructions true` counts instructions here."""
+    exe = shutil.which("perf")
+    if exe is None:
+        return None, "perf is not installed"
+    try:
+        p = subprocess.Popen([exe, "stat", "-x", ",", "-e", "instructions", "true"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _, err = p.communicate(timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, "perf stat failed: %s" % e
+    text = err.decode("utf-8", "replace")
+    for line in text.splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and "instructions" in fields[2] and fields[0].strip().isdigit():
+            return exe, None
+    reason = " ".join(text.split())[:300] or "exit code %d" % p.returncode
+    return None, "perf stat -e instructions true: %s" % reason
+
+
+def fingerprint(perf_reason):
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = None
+    u = os.uname()
+    return {
+        "type": "fingerprint",
+        "cpu_model": cpu_model(),
+        "cores": os.cpu_count(),
+        "cpus_allowed": affinity,
+        "kernel": "%s %s %s" % (u.sysname, u.release, u.machine),
+        "python": sys.version.split()[0],
+        "load_before": loadavg(),
+        # A forked child starts as a copy of the driver, and the kernel keeps
+        # that copy's peak across exec: no run's peak RSS reads below this.
+        "driver_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "instructions": "available" if perf_reason is None else "unavailable: " + perf_reason,
+    }
+
+
+def point_link(link, target):
+    """Atomically make `link` a symlink to `target`."""
+    tmp = link + ".patchgrade-next"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.rename(tmp, link)
+
+
+class Timeout(Exception):
+    pass
+
+
+def run_once(argv, cwd, env, log_path, timeout, perf_exe=None):
+    """Fork/exec `argv`; returns the measurements of that one process."""
+    counter = None
+    if perf_exe is not None:
+        counter = log_path + ".perf"
+        argv = [perf_exe, "stat", "-x", ",", "-e", "instructions", "-o", counter, "--"] + list(argv)
+    out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            os.setpgid(0, 0)
+            os.chdir(cwd)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.execvpe(argv[0], argv, env)
+        except BaseException as e:  # noqa: B902 - anything: report, never return
+            try:
+                os.write(2, ("patchgrade driver: cannot run %r: %s\n" % (argv, e)).encode())
+            finally:
+                os._exit(127)
+    os.close(out)
+    timed_out = [False]
+
+    def on_alarm(signum, frame):
+        timed_out[0] = True
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        while True:
+            try:
+                _, status, ru = os.wait4(pid, 0)
+                break
+            except InterruptedError:
+                continue
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    wall = time.monotonic() - start
+    # Anything the run left behind in its process group goes too.
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    rec = {
+        "wall_s": wall,
+        "user_s": ru.ru_utime,
+        "sys_s": ru.ru_stime,
+        "cpu_s": ru.ru_utime + ru.ru_stime,
+        "max_rss_kb": ru.ru_maxrss,
+        "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        "timed_out": timed_out[0],
+    }
+    if counter is not None:
+        rec["instructions"] = read_counter(counter)
+    return rec
+
+
+def read_counter(path):
+    try:
+        with open(path) as f:
+            for line in f:
+                fields = line.split(",")
+                if len(fields) > 2 and "instructions" in fields[2]:
+                    return int(fields[0]) if fields[0].strip().isdigit() else None
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def tail(path):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - TAIL))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: driver.py PLAN.json\n")
+        return 2
+    with open(sys.argv[1]) as f:
+        plan = json.load(f)
+    variants = plan["variants"]
+    workload = plan["workload"]
+    repeat = int(plan.get("repeat", 10))
+    warmup = int(plan.get("warmup", 1))
+    timeout = float(plan.get("timeout", 600))
+    link = plan.get("link")
+    log_dir = plan.get("log_dir") or "/tmp/patchgrade-perf-logs"
+    os.makedirs(log_dir, exist_ok=True)
+    env = dict(os.environ)
+    env.update(plan.get("env") or {})
+    perf_exe, perf_reason = perf_probe()
+    emit(fingerprint(perf_reason))
+    if not plan.get("instructions"):
+        perf_exe = None
+
+    def prepare(v):
+        """Points the link at the variant; returns the directory to run in."""
+        if link:
+            point_link(link, v["dir"])
+            return link
+        return v["dir"]
+
+    def log_path(v, item, what):
+        return os.path.join(log_dir, "%s.%s.%s.log" % (v["name"], item, what))
+
+    broken = set()
+    build = plan.get("build")
+    if build:
+        for v in variants:
+            cwd = prepare(v)
+            path = log_path(v, "build", "build")
+            r = run_once(build, cwd, env, path, timeout)
+            ok = r["exit_code"] == 0 and not r["timed_out"]
+            if not ok:
+                broken.add(v["name"])
+            r.update({"type": "build", "variant": v["name"], "ok": ok})
+            if not ok:
+                r["output_tail"] = tail(path)
+            emit(r)
+
+    live = [v for v in variants if v["name"] not in broken]
+    for v in live:
+        for item_index, item in enumerate(workload):
+            for w in range(warmup):
+                cwd = prepare(v)
+                path = log_path(v, item_index, "warmup")
+                r = run_once(item["argv"], cwd, env, path, float(item.get("timeout", timeout)))
+                r.update({
+                    "type": "warmup", "variant": v["name"], "item": item["name"],
+                    "item_index": item_index, "round": w, "position": 0,
+                })
+                if r["exit_code"] != 0:
+                    r["output_tail"] = tail(path)
+                emit(r)
+
+    rng = random.Random(int(plan.get("seed", 0)))
+    for rnd in range(repeat):
+        order = list(live)
+        rng.shuffle(order)
+        for pos, v in enumerate(order):
+            for item_index, item in enumerate(workload):
+                cwd = prepare(v)
+                path = log_path(v, item_index, "run")
+                r = run_once(item["argv"], cwd, env, path, float(item.get("timeout", timeout)), perf_exe)
+                r.update({
+                    "type": "run", "variant": v["name"], "item": item["name"],
+                    "item_index": item_index, "round": rnd, "position": pos,
+                })
+                if r["exit_code"] != 0:
+                    r["output_tail"] = tail(path)
+                emit(r)
+    emit({"type": "end", "load_after": loadavg()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,8 @@
+//! Analyses over finished evaluations, as library code (the commands print
+//! and write what they return): instance validation, re-auditing a run, and
+//! best-of-n selection. Test statuses come from the records, through
+//! [`crate::rundir`].
+
+pub mod reaudit;
+pub mod select;
+pub mod validate;

@@ -1,0 +1,474 @@
+//! Images on the engine: found, pulled (`--namespace`, `--base-image`),
+//! bootstrapped with debootstrap where no registry answers, or built from
+//! their plans, each at most once per run however many evaluations ask.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bollard::body_full;
+use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuilder};
+use futures_util::StreamExt;
+
+use super::plans::{base_plan, env_plan, instance_plan, ImagePlan, Root, TreeSource};
+use super::python::{python_image_name, python_plan};
+use super::{bootstrap_image, namespace_image, Suite, Tier, BOOTSTRAP_SCRIPT};
+use crate::backend::docker::{
+    io_err, locked, ChosenPython, DockerBackend, DockerEnv, DockerError, PullFailure, API_TIMEOUT,
+};
+use crate::backend::EnvError;
+use crate::dataset::Instance;
+use crate::spec::ResolvedSpec;
+
+/// Limit on pulling a root image before falling back to debootstrap.
+const ROOT_PULL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The CA bundle to install in images, per `--ca-cert` and the environment.
+pub(crate) fn ca_bundle(flag: Option<&str>) -> Result<Option<(PathBuf, Vec<u8>)>, DockerError> {
+    let path = match flag {
+        Some("none") | Some("") => return Ok(None),
+        Some(p) => PathBuf::from(p),
+        None => {
+            let from_env = ["SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE"]
+                .iter()
+                .filter_map(std::env::var_os)
+                .map(PathBuf::from)
+                .find(|p| p.is_file());
+            match from_env.or_else(|| {
+                Some(PathBuf::from("/etc/ssl/certs/ca-certificates.crt")).filter(|p| p.is_file())
+            }) {
+                Some(p) => p,
+                None => return Ok(None),
+            }
+        }
+    };
+    let data = std::fs::read(&path).map_err(io_err(&path))?;
+    Ok(Some((path, data)))
+}
+
+impl DockerBackend {
+    /// The instance image of `inst`: pulled under `--namespace`, else built
+    /// tier by tier (root, base, env, instance) where not found.
+    pub async fn prepare_env(
+        &self,
+        rs: &ResolvedSpec,
+        inst: &Instance,
+        _log_dir: &Path,
+    ) -> Result<DockerEnv, EnvError> {
+        if let Some(ns) = &self.args.namespace {
+            return Ok(self.namespace_env(ns, inst).await?);
+        }
+        let spec = &rs.spec;
+        // The provider chain picks the interpreter and, with it, the suite.
+        let python = match &spec.python {
+            Some(v) => Some(self.python(v).map_err(DockerError::from)?),
+            None => None,
+        };
+        let suite = python
+            .as_ref()
+            .map(|p| p.interp.suite)
+            .unwrap_or(Suite::Bookworm);
+        let root = self.root(suite).await?;
+        let base = base_plan(suite, &root, self.ca.as_deref());
+        self.ensure_built(&base).await?;
+        // Specs with a Python get their env on the python image (the
+        // interpreter and a venv with pinned tools); others on the base.
+        let parent = match &python {
+            Some(p) => self.ensure_python_image(p.clone(), &base.name).await?,
+            None => base.name.clone(),
+        };
+        let requirements = match &spec.requirements {
+            Some(path) => {
+                let (repos, inst2, path) = (self.repos.clone(), inst.clone(), path.clone());
+                let text = tokio::task::spawn_blocking(move || {
+                    crate::backend::read_requirements(&repos, &inst2, &path)
+                })
+                .await
+                .map_err(|e| EnvError::Infra(format!("requirements task: {e}")))??;
+                Some(crate::backend::filter_requirements(&text))
+            }
+            None => None,
+        };
+        let interp = python.as_ref().map(|p| &p.interp);
+        let env = env_plan(suite, interp, &parent, spec, requirements.as_deref());
+        self.ensure_built(&env).await?;
+        let tree = self.base_tree(inst).await?;
+        let plan = instance_plan(&env.name, &inst.instance_id, spec, tree);
+        let (id, digest) = self.ensure_built(&plan).await?;
+        Ok(DockerEnv {
+            image: plan.name,
+            id,
+            digest,
+            python: interp.cloned(),
+        })
+    }
+
+    /// The python image of `python` on `base`: named from the build's file
+    /// list (no read), its context (the whole build as a tar) made only when
+    /// the engine lacks it or `--force-rebuild` asks for a fresh one.
+    async fn ensure_python_image(
+        &self,
+        python: Arc<ChosenPython>,
+        base: &str,
+    ) -> Result<String, DockerError> {
+        let name = python_image_name(&python.interp, base, python.manifest.as_ref());
+        let base = base.to_string();
+        self.ensure_named(Tier::Base, &name, || async move {
+            tokio::task::spawn_blocking(move || {
+                python_plan(&python.interp, &base, python.manifest.as_ref())
+            })
+            .await
+            .map_err(|e| DockerError::Config(format!("python image task: {e}")))?
+            .map_err(DockerError::from)
+        })
+        .await?;
+        Ok(name)
+    }
+
+    /// Pull `name`; [`DockerError::Pull`] when no registry gives it.
+    async fn pull(&self, name: &str, limit: Duration) -> Result<(), DockerError> {
+        let opts = CreateImageOptionsBuilder::default()
+            .from_image(name)
+            .build();
+        let mut stream = self.docker().await?.create_image(Some(opts), None, None);
+        let pulled = tokio::time::timeout(limit, async {
+            while let Some(item) = stream.next().await {
+                item.map_err(|error| PullFailure::Registry { error })?;
+            }
+            Ok(())
+        })
+        .await;
+        pulled
+            .unwrap_or(Err(PullFailure::Timeout {
+                secs: limit.as_secs(),
+            }))
+            .map_err(|reason| DockerError::Pull {
+                image: name.to_string(),
+                reason,
+            })
+    }
+
+    async fn namespace_env(&self, ns: &str, inst: &Instance) -> Result<DockerEnv, DockerError> {
+        let name = namespace_image(ns, &inst.instance_id, &self.args.instance_image_tag);
+        let lock = self.lock_for(&name);
+        let _g = lock.lock().await;
+        if self.inspect(&name).await?.is_none() {
+            tracing::info!("pulling {name}");
+            self.pull(&name, Duration::from_secs(self.args.build_timeout))
+                .await?;
+        }
+        let (id, digest) = self
+            .inspect(&name)
+            .await?
+            .ok_or_else(|| DockerError::Pull {
+                image: name.clone(),
+                reason: PullFailure::Absent,
+            })?;
+        self.note_used(Tier::Instance, &name);
+        Ok(DockerEnv {
+            image: name,
+            id,
+            digest,
+            python: None,
+        })
+    }
+
+    /// The base commit's tree in the mirror (no checkout needed).
+    async fn base_tree(&self, inst: &Instance) -> Result<TreeSource, EnvError> {
+        let (repos, repo, commit) = (
+            self.repos.clone(),
+            inst.repo.clone(),
+            inst.base_commit.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            let mirror = repos
+                .ensure(&repo, &[&commit])
+                .map_err(|e| EnvError::Infra(e.to_string()))?;
+            let r =
+                git2::Repository::open_bare(&mirror).map_err(|e| EnvError::Infra(e.to_string()))?;
+            let tree = git2::Oid::from_str(&commit)
+                .and_then(|o| r.find_commit(o))
+                .map(|c| c.tree_id())
+                .map_err(|e| EnvError::Other(format!("base commit {commit} of {repo}: {e}")))?;
+            Ok(TreeSource { repo: mirror, tree })
+        })
+        .await
+        .map_err(|e| EnvError::Infra(format!("tree task: {e}")))?
+    }
+
+    /// The root image of a suite: `--base-image` from the engine or a
+    /// registry, else bootstrapped with debootstrap. Chosen once per run.
+    async fn root(&self, suite: Suite) -> Result<Root, DockerError> {
+        let lock = self.lock_for(&format!("root:{}", suite.name()));
+        let _g = lock.lock().await;
+        if let Some(r) = locked(&self.roots).get(&suite) {
+            return Ok(r.clone());
+        }
+        let wanted = self.args.base_image.replace("{suite}", suite.name());
+        let mut why = String::from("--base-image none");
+        if self.args.base_image != "none" {
+            if let Some((id, _)) = self.inspect(&wanted).await? {
+                tracing::info!(
+                    "base images for {}: from {wanted} (in the engine)",
+                    suite.name()
+                );
+                return Ok(self.chose_root(suite, Root { name: wanted, id }));
+            }
+            match self.pull(&wanted, ROOT_PULL_TIMEOUT).await {
+                Ok(()) => {
+                    if let Some((id, _)) = self.inspect(&wanted).await? {
+                        tracing::info!("base images for {}: pulled {wanted}", suite.name());
+                        return Ok(self.chose_root(suite, Root { name: wanted, id }));
+                    }
+                    why = format!("{wanted} absent after its pull");
+                }
+                Err(DockerError::Pull { reason, .. }) => {
+                    why = format!("pulling {wanted} failed: {reason}")
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let name = bootstrap_image(suite);
+        if let Some((id, _)) = self.inspect(&name).await? {
+            tracing::info!(
+                "base images for {}: bootstrapped {name} (in the engine; {why})",
+                suite.name()
+            );
+            return Ok(self.chose_root(suite, Root { name, id }));
+        }
+        tracing::warn!(
+            "base images for {}: bootstrapping {name} with debootstrap ({why})",
+            suite.name()
+        );
+        let id = self.bootstrap(suite, &name).await?;
+        Ok(self.chose_root(suite, Root { name, id }))
+    }
+
+    fn chose_root(&self, suite: Suite, root: Root) -> Root {
+        self.note_used(Tier::Base, &root.name);
+        locked(&self.roots).insert(suite, root.clone());
+        root
+    }
+
+    /// Run harness-scripts/bootstrap-base.sh and import its archive.
+    async fn bootstrap(&self, suite: Suite, name: &str) -> Result<String, DockerError> {
+        let dir = self
+            .build_logs
+            .join(Tier::Base.log_dir())
+            .join(name.replace(':', "__"));
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        std::fs::create_dir_all(&self.scratch).map_err(io_err(&self.scratch))?;
+        let script = dir.join("bootstrap-base.sh");
+        std::fs::write(&script, BOOTSTRAP_SCRIPT).map_err(io_err(&script))?;
+        let log = dir.join("build_image.log");
+        let out_file = std::fs::File::create(&log).map_err(io_err(&log))?;
+        let err_file = out_file.try_clone().map_err(io_err(&log))?;
+        let archive =
+            self.scratch
+                .join(format!("root-{}-{}.tar", suite.name(), std::process::id()));
+        let fail = |reason: String| DockerError::Bootstrap {
+            suite: suite.name(),
+            reason,
+            log: log.clone(),
+        };
+        let mut child = tokio::process::Command::new("bash")
+            .arg(&script)
+            .arg(suite.name())
+            .arg(&archive)
+            .stdin(std::process::Stdio::null())
+            .stdout(out_file)
+            .stderr(err_file)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| fail(format!("cannot run bash: {e}")))?;
+        let status =
+            match tokio::time::timeout(Duration::from_secs(self.args.build_timeout), child.wait())
+                .await
+            {
+                Ok(s) => s.map_err(|e| fail(e.to_string()))?,
+                Err(_) => {
+                    return Err(fail(format!(
+                        "not done within --build-timeout {}s",
+                        self.args.build_timeout
+                    )))
+                }
+            };
+        if !status.success() {
+            let _ = std::fs::remove_file(&archive);
+            return Err(fail(format!("{} exited {status}", script.display())));
+        }
+        let bytes = tokio::fs::read(&archive).await.map_err(io_err(&archive));
+        let _ = std::fs::remove_file(&archive);
+        let bytes = bytes?;
+        let (repo, tag) = name.rsplit_once(':').unwrap_or((name, "latest"));
+        let opts = CreateImageOptionsBuilder::default()
+            .from_src("-")
+            .repo(repo)
+            .tag(tag)
+            .build();
+        let mut stream =
+            self.docker()
+                .await?
+                .create_image(Some(opts), Some(body_full(bytes.into())), None);
+        let imported = tokio::time::timeout(API_TIMEOUT * 5, async {
+            while let Some(item) = stream.next().await {
+                item?;
+            }
+            Ok::<(), bollard::errors::Error>(())
+        })
+        .await;
+        match imported {
+            Ok(Ok(())) => {}
+            Ok(Err(source)) => {
+                return Err(DockerError::Api {
+                    op: format!("import {name}"),
+                    source,
+                })
+            }
+            Err(_) => {
+                return Err(DockerError::Timeout {
+                    op: format!("import {name}"),
+                    secs: API_TIMEOUT.as_secs() * 5,
+                })
+            }
+        }
+        let (id, _) = self
+            .inspect(name)
+            .await?
+            .ok_or_else(|| fail("the imported image is absent".into()))?;
+        locked(&self.built).insert(name.to_string());
+        Ok(id)
+    }
+
+    /// The image of `plan`, built unless it exists (and `--force-rebuild`
+    /// did not ask for a fresh one). Concurrent callers wait for one build.
+    async fn ensure_built(
+        &self,
+        plan: &ImagePlan,
+    ) -> Result<(String, Option<String>), DockerError> {
+        let plan = plan.clone();
+        self.ensure_named(plan.tier, &plan.name.clone(), || async { Ok(plan) })
+            .await
+    }
+
+    /// The image `name` of `tier`, built from the plan `make` gives unless
+    /// it exists; `make` runs only when a build is due.
+    async fn ensure_named<F, Fut>(
+        &self,
+        tier: Tier,
+        name: &str,
+        make: F,
+    ) -> Result<(String, Option<String>), DockerError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<ImagePlan, DockerError>>,
+    {
+        let lock = self.lock_for(name);
+        let _g = lock.lock().await;
+        let fresh = locked(&self.built).contains(name);
+        if !self.args.force_rebuild || fresh {
+            if let Some(found) = self.inspect(name).await? {
+                self.note_used(tier, name);
+                return Ok(found);
+            }
+        }
+        let plan = make().await?;
+        debug_assert_eq!(plan.name, name);
+        self.build(&plan).await?;
+        self.note_used(tier, name);
+        locked(&self.built).insert(name.to_string());
+        self.inspect(name).await?.ok_or_else(|| DockerError::Build {
+            image: name.to_string(),
+            reason: "the image is absent after its build".into(),
+            log: self.build_dir(&plan).join("build_image.log"),
+        })
+    }
+
+    fn build_dir(&self, plan: &ImagePlan) -> PathBuf {
+        self.build_logs
+            .join(plan.tier.log_dir())
+            .join(plan.log_name())
+    }
+
+    async fn build(&self, plan: &ImagePlan) -> Result<(), DockerError> {
+        use std::io::Write;
+        let dir = self.build_dir(plan);
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        // What built it, for people: Dockerfile and scripts (not the tree).
+        for (name, data) in std::iter::once(("Dockerfile", plan.dockerfile.as_bytes())).chain(
+            plan.files
+                .iter()
+                .map(|f| (f.path.as_str(), f.data.as_slice())),
+        ) {
+            let p = dir.join(name);
+            std::fs::write(&p, data).map_err(io_err(&p))?;
+        }
+        let log_path = dir.join("build_image.log");
+        let mut log = std::fs::File::create(&log_path).map_err(io_err(&log_path))?;
+        tracing::info!("building {}", plan.name);
+        let started = Instant::now();
+        let plan2 = plan.clone();
+        let context = tokio::task::spawn_blocking(move || plan2.context_tar())
+            .await
+            .map_err(|e| DockerError::Config(format!("context task: {e}")))??;
+        let opts = BuildImageOptionsBuilder::default()
+            .t(&plan.name)
+            .rm(true)
+            .forcerm(true)
+            .nocache(self.args.force_rebuild)
+            .labels(&HashMap::from([("patchgrade.tier", plan.tier.log_dir())]))
+            .build();
+        let docker = self.docker().await?;
+        let mut stream = docker.build_image(opts, None, Some(body_full(context.into())));
+        let mut tail: Vec<String> = Vec::new();
+        let fail = |reason: String| DockerError::Build {
+            image: plan.name.clone(),
+            reason,
+            log: log_path.clone(),
+        };
+        let limit = Duration::from_secs(self.args.build_timeout);
+        let result = tokio::time::timeout(limit, async {
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(info) => {
+                        if let Some(s) = info.stream.or(info.status) {
+                            let _ = log.write_all(s.as_bytes());
+                            tail.extend(
+                                s.lines().filter(|l| !l.trim().is_empty()).map(String::from),
+                            );
+                            if tail.len() > 5 {
+                                tail.drain(..tail.len() - 5);
+                            }
+                        }
+                    }
+                    Err(bollard::errors::Error::DockerStreamError { error }) => {
+                        let _ = writeln!(log, "ERROR: {error}");
+                        return Err(fail(format!("{error} (last output: {})", tail.join(" | "))));
+                    }
+                    Err(source) => {
+                        return Err(DockerError::Api {
+                            op: format!("build {}", plan.name),
+                            source,
+                        })
+                    }
+                }
+            }
+            Ok(())
+        })
+        .await;
+        let _ = writeln!(
+            log,
+            "\n# patchgrade: build of {} took {:.1}s",
+            plan.name,
+            started.elapsed().as_secs_f64()
+        );
+        match result {
+            Ok(r) => r,
+            Err(_) => Err(fail(format!(
+                "not done within --build-timeout {}s",
+                self.args.build_timeout
+            ))),
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! The flags shared by every command that runs tests: backend, limits,
+//! logs, caches, Docker.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use patchgrade::backend::docker::images::CacheLevel;
+use patchgrade::backend::docker::DockerOptions;
+use patchgrade::engine::{BackendChoice, EngineOptions, Sources};
+use patchgrade::python::PythonDir;
+use patchgrade::repo::DEFAULT_URL_TEMPLATE;
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum BackendKind {
+    /// Docker when a daemon answers, else local.
+    Auto,
+    Docker,
+    Local,
+}
+
+/// Where datasets' repositories come from and where caches live.
+#[derive(Debug, Args, Clone)]
+pub struct SourceArgs {
+    /// Extra spec files or folders (repeatable); they override built-ins.
+    #[arg(long = "specs", value_name = "PATH")]
+    pub specs: Vec<PathBuf>,
+    /// Folder of local clones named <owner>__<name>[.git].
+    #[arg(long, value_name = "DIR", env = "PATCHGRADE_MIRROR_DIR")]
+    pub mirror_dir: Option<PathBuf>,
+    /// URL to clone repositories missing from the cache, `{repo}` = owner/name.
+    #[arg(long, default_value = DEFAULT_URL_TEMPLATE)]
+    pub repo_url_template: String,
+    /// Cache folder for mirrors and environments.
+    #[arg(long, value_name = "DIR", env = "PATCHGRADE_CACHE")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// How evaluations run: backend, limits, logs, caches. Shared by every
+/// command that runs tests.
+#[derive(Debug, Args, Clone)]
+pub struct EngineArgs {
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendKind,
+    /// Evaluations run at once.
+    #[arg(long, default_value_t = default_workers())]
+    pub max_workers: usize,
+    /// Per-evaluation time limit, seconds.
+    #[arg(long, default_value_t = 1800)]
+    pub timeout: u64,
+    /// Root of the per-instance logs (logs/run_evaluation/<run_id>/...).
+    #[arg(long, default_value = "logs/run_evaluation")]
+    pub log_dir: PathBuf,
+    /// Re-evaluate even when a finished result with the same inputs exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Local backend: run without bubblewrap even where it is installed.
+    #[arg(long)]
+    pub no_sandbox: bool,
+    #[command(flatten)]
+    pub docker: DockerArgs,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+}
+
+/// Docker flags of `patchgrade run`.
+#[derive(Debug, Clone, Args)]
+pub struct DockerArgs {
+    /// Docker: use prebuilt instance images NS/sweb.eval.<arch>.<id>:<tag> (as the
+    /// reference publishes them), from the engine or pulled, instead of building.
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Docker: tag of the --namespace instance images.
+    #[arg(long, default_value = "latest", value_name = "TAG")]
+    pub instance_image_tag: String,
+    /// Docker: image base images start from, pulled where a registry answers
+    /// (`{suite}`: bullseye, bookworm, trixie). Otherwise, or with `none`, the
+    /// suite is bootstrapped with debootstrap (needs root).
+    #[arg(long, default_value = "debian:{suite}-slim", value_name = "IMAGE")]
+    pub base_image: String,
+    /// Docker: CA bundle installed in every image [default: $SSL_CERT_FILE,
+    /// $PIP_CERT or $REQUESTS_CA_BUNDLE, else /etc/ssl/certs/ca-certificates.crt
+    /// if present]; `none` for none.
+    #[arg(long, value_name = "PATH")]
+    pub ca_cert: Option<String>,
+    /// Docker: which images to keep after the run.
+    #[arg(long, value_enum, default_value = "env")]
+    pub cache_level: CacheLevelArg,
+    /// Docker: also remove images that existed before the run (per --cache-level).
+    #[arg(long)]
+    pub clean: bool,
+    /// Docker: rebuild base, env and instance images even when they exist.
+    #[arg(long)]
+    pub force_rebuild: bool,
+    /// Docker: memory limit of each test container (e.g. 4g, 512m).
+    #[arg(long, default_value = "4g", value_name = "SIZE")]
+    pub memory: String,
+    /// Docker: CPU limit of each test container (clamped to the host's cores).
+    #[arg(long, default_value_t = 2.0, value_name = "N")]
+    pub cpus: f64,
+    /// Docker: process limit of each test container (contains fork bombs).
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub pids_limit: i64,
+    /// Docker: time limit of one image build, seconds.
+    #[arg(long, default_value_t = 3600, value_name = "SECS")]
+    pub build_timeout: u64,
+    /// Docker: a CPython X.Y build to copy into images (its prefix or its
+    /// bin/pythonX.Y), searched before uv's and pyenv's; repeatable.
+    #[arg(long = "python-dir", value_name = "X.Y=PATH", value_parser = PythonDir::parse)]
+    pub python_dirs: Vec<PythonDir>,
+}
+
+/// `--cache-level` values (the library's `CacheLevel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum CacheLevelArg {
+    /// Remove every image the run built or pulled.
+    None,
+    /// Keep base images.
+    Base,
+    /// Keep base and env images (default).
+    #[default]
+    Env,
+    /// Keep everything, instance images included: the fastest reruns.
+    Instance,
+}
+
+impl DockerArgs {
+    pub fn options(&self) -> DockerOptions {
+        DockerOptions {
+            namespace: self.namespace.clone(),
+            instance_image_tag: self.instance_image_tag.clone(),
+            base_image: self.base_image.clone(),
+            ca_cert: self.ca_cert.clone(),
+            cache_level: match self.cache_level {
+                CacheLevelArg::None => CacheLevel::None,
+                CacheLevelArg::Base => CacheLevel::Base,
+                CacheLevelArg::Env => CacheLevel::Env,
+                CacheLevelArg::Instance => CacheLevel::Instance,
+            },
+            clean: self.clean,
+            force_rebuild: self.force_rebuild,
+            memory: self.memory.clone(),
+            cpus: self.cpus,
+            pids_limit: self.pids_limit,
+            build_timeout: self.build_timeout,
+            python_dirs: self.python_dirs.clone(),
+        }
+    }
+}
+
+impl EngineArgs {
+    /// The engine's options, as given.
+    pub fn options(&self) -> EngineOptions {
+        EngineOptions {
+            backend: match self.backend {
+                BackendKind::Auto => BackendChoice::Auto,
+                BackendKind::Docker => BackendChoice::Docker,
+                BackendKind::Local => BackendChoice::Local,
+            },
+            max_workers: self.max_workers,
+            timeout: Duration::from_secs(self.timeout),
+            log_dir: self.log_dir.clone(),
+            force: self.force,
+            sandbox: !self.no_sandbox,
+            docker: self.docker.options(),
+            sources: Sources {
+                specs: self.sources.specs.clone(),
+                mirror_dir: self.sources.mirror_dir.clone(),
+                repo_url_template: self.sources.repo_url_template.clone(),
+                cache_dir: self.sources.cache_dir.clone(),
+            },
+        }
+    }
+}
+
+fn default_workers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 8)
+}

@@ -1,0 +1,173 @@
+//! Command-line arguments: every clap definition, and nothing else. What the
+//! commands do with them is in `commands`.
+
+pub mod engine_args;
+pub mod reuse;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use engine_args::EngineArgs;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "patchgrade",
+    version,
+    about = "Grade SWE-bench-style candidate patches by running them"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// More logging (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Evaluate predictions against a dataset and write reports.
+    Run(RunArgs),
+    /// Check instances: FAIL_TO_PASS fails without the fix and passes with
+    /// gold, PASS_TO_PASS passes on both; gold runs repeat to find flaky tests.
+    Validate(ValidateArgs),
+    /// Audit a finished run again: static checks from its files; with
+    /// --rerun, held-out tests and divergence from gold.
+    Audit(AuditArgs),
+    /// pass@k / pass^k with intervals, clean variants, slices and plots from
+    /// run folders; or a paired comparison of two runs.
+    Report(ReportArgs),
+    /// Best-of-n: choose one sample per instance without the hidden tests.
+    Select(SelectArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Dataset file (.jsonl or .json).
+    #[arg(long, value_name = "FILE")]
+    pub dataset: PathBuf,
+    /// Predictions file(s) (.jsonl, .json), or `gold` for the dataset's patches.
+    #[arg(long, value_name = "FILE|gold", required = true)]
+    pub predictions: Vec<PathBuf>,
+    /// Name of this run (log folder and summary file name).
+    #[arg(long)]
+    pub run_id: String,
+    /// Only these instance ids (space- or comma-separated, repeatable).
+    #[arg(long, value_name = "ID", num_args = 1.., value_delimiter = ',')]
+    pub instance_ids: Vec<String>,
+    /// Folder for the summary <model>.<run_id>.json.
+    #[arg(long, default_value = ".")]
+    pub report_dir: PathBuf,
+    /// Print the summary JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The run folder: logs/run_evaluation/<run_id>.
+    pub run_dir: PathBuf,
+    /// Dataset; default: the one RUN_DIR/run.json names.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// Also run the dynamic checks (held-out tests, divergence from gold).
+    #[arg(long)]
+    pub rerun: bool,
+    /// Held-out tests: JSON lines with instance_id, HELD_OUT_TESTS and
+    /// held_out_test_patch (instances may also carry those fields).
+    #[arg(long, value_name = "FILE")]
+    pub held_out: Option<PathBuf>,
+    /// Print the audit counts as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Dataset file (.jsonl or .json).
+    #[arg(long, value_name = "FILE")]
+    pub dataset: PathBuf,
+    /// Name of this validation (log folder and report name).
+    #[arg(long, default_value = "validate")]
+    pub run_id: String,
+    /// Only these instance ids (space- or comma-separated, repeatable).
+    #[arg(long, value_name = "ID", num_args = 1.., value_delimiter = ',')]
+    pub instance_ids: Vec<String>,
+    /// How many times gold runs (flaky tests change between runs); 0 checks
+    /// the base side only (no false resolutions).
+    #[arg(long, default_value_t = 3)]
+    pub gold_runs: usize,
+    /// Folder for the report validate.<run_id>.json.
+    #[arg(long, default_value = ".")]
+    pub report_dir: PathBuf,
+    /// Print the report JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run folders (`logs/run_evaluation/<run_id>`).
+    #[arg(
+        value_name = "RUN_DIR",
+        required_unless_present = "compare",
+        conflicts_with = "compare"
+    )]
+    pub run_dirs: Vec<PathBuf>,
+    /// k values for pass@k and pass^k (comma-separated); default 1, 2, 5,
+    /// 10, 20, 50, 100 up to the largest number of samples.
+    #[arg(long, value_name = "K", value_delimiter = ',')]
+    pub k: Vec<u64>,
+    /// Also slice by this dataset or metadata field (repeatable), e.g. difficulty.
+    #[arg(long, value_name = "FIELD")]
+    pub by: Vec<String>,
+    /// Dataset for slices; default: the one RUN_DIR/run.json names, if found.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// Per-instance fields joined on instance_id (or id), e.g.
+    /// swebench-verified-metadata.jsonl (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub metadata: Vec<PathBuf>,
+    /// Paired comparison of two run folders: A minus B.
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    pub compare: Vec<PathBuf>,
+    /// Print the numbers as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Folder for report.md and its SVG plots; default RUN_DIR/passk.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Bootstrap resamples per interval.
+    #[arg(long, default_value_t = patchgrade::metrics::bootstrap::DEFAULT_RESAMPLES)]
+    pub resamples: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct SelectArgs {
+    /// The run folder whose samples to choose from (`logs/run_evaluation/<run_id>`).
+    #[arg(value_name = "RUN_DIR")]
+    pub run_dir: PathBuf,
+    /// The predictions file(s) that run evaluated, in the same order.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub predictions: Vec<PathBuf>,
+    /// Dataset; default: the one RUN_DIR/run.json names.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// Where to write the chosen predictions; default <run_id>.selected.jsonl.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Run id of the selection's own test runs; default <run_id>.select.
+    #[arg(long)]
+    pub select_run_id: Option<String>,
+    /// Print the selection report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}

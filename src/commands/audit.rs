@@ -1,0 +1,184 @@
+//! `patchgrade audit RUN_DIR`: re-audit a finished run; with `--rerun`, run
+//! the dynamic checks too.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::{finished, list, print_json, reused_options, write_report};
+use crate::cli::reuse::Given;
+use crate::cli::AuditArgs;
+use crate::error::ExpectedError;
+use patchgrade::analysis::reaudit;
+use patchgrade::audit::{dynamic, Audit};
+use patchgrade::dataset::{Dataset, Instance};
+use patchgrade::engine::{Engine, EngineOptions, Executed};
+use patchgrade::outcome::{EvalRecord, Outcome};
+use patchgrade::rundir::{Evaluation, RunDir};
+
+pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> {
+    let started = Instant::now();
+    let rundir = RunDir::at(&args.run_dir);
+    let evals = rundir.evaluations().map_err(ExpectedError::bad)?;
+    let dataset_path: PathBuf = match &args.dataset {
+        Some(p) => p.clone(),
+        None => rundir
+            .meta()
+            .and_then(|m| m.dataset_path())
+            .ok_or_else(|| {
+                ExpectedError::bad(anyhow::anyhow!(
+                    "no --dataset, and {}/run.json names none",
+                    args.run_dir.display()
+                ))
+            })?,
+    };
+    let dataset = Dataset::load(&dataset_path).map_err(ExpectedError::bad)?;
+    // The run's own setup (specs, mirrors, backend...) unless flags say otherwise.
+    let opts = reused_options(&args.engine, &rundir, given, &dataset_path);
+    let specs = opts.sources.spec_set().map_err(ExpectedError::bad)?;
+    let held_out = match &args.held_out {
+        Some(p) => dynamic::load_sidecar(p).map_err(|e| ExpectedError::bad(anyhow::anyhow!(e)))?,
+        None => BTreeMap::new(),
+    };
+    let mut audits = reaudit::static_audits(&evals, &dataset, &dataset_path, &specs, args.rerun)
+        .map_err(ExpectedError::bad)?;
+    let mut done = None;
+    if args.rerun {
+        done = Some(
+            rerun(
+                opts,
+                &rundir,
+                &evals,
+                &dataset,
+                &dataset_path,
+                held_out,
+                &mut audits,
+            )
+            .await?,
+        );
+    }
+    let (records, mut report) = reaudit::write_back(&args.run_dir, args.rerun, &evals, audits)
+        .map_err(ExpectedError::infra)?;
+    report.seconds = started.elapsed().as_secs_f64();
+    for (e, record) in evals.iter().zip(&records) {
+        if let Some(line) = verdict_line(record, &e.dir.leaf()) {
+            eprintln!("{line}");
+        }
+    }
+    for (m, c) in &report.models {
+        let open = match c.inconclusive_resolved {
+            0 => String::new(),
+            n => format!(", {n} inconclusive"),
+        };
+        eprintln!(
+            "{m}: {} resolved, {} clean, {} suspect{open}",
+            c.resolved, c.clean_resolved, c.suspect_resolved
+        );
+    }
+    let path = args.run_dir.join("audit.json");
+    write_report(&path, &report)?;
+    eprintln!("audit written to {}", path.display());
+    if args.json {
+        print_json(&report)?;
+    }
+    if let Some(done) = &done {
+        finished(done)?;
+    }
+    inconclusive(&evals, &records)
+}
+
+/// Exit 4 when some verdicts are inconclusive, naming each evaluation and
+/// the checks that could not run.
+fn inconclusive(evals: &[Evaluation], records: &[EvalRecord]) -> Result<(), ExpectedError> {
+    let open: Vec<String> = evals
+        .iter()
+        .zip(records)
+        .filter(|(_, r)| r.outcome == Outcome::Resolved)
+        .filter_map(|(e, r)| {
+            let a = r.audit.as_ref().filter(|a| a.is_inconclusive())?;
+            let causes: Vec<String> = a.failed_checks().map(|c| c.describe()).collect();
+            Some(format!(
+                "{} {}: {}",
+                r.model_name_or_path,
+                e.dir.leaf(),
+                causes.join("; ")
+            ))
+        })
+        .collect();
+    if open.is_empty() {
+        return Ok(());
+    }
+    Err(ExpectedError::Inconclusive(format!(
+        "{} audit(s) could not reach a verdict: {}",
+        open.len(),
+        list(&open, 10)
+    )))
+}
+
+/// The dynamic checks: their evaluations run in `<run_id>.audit` beside the
+/// run; their reasons join the audits.
+async fn rerun(
+    mut opts: EngineOptions,
+    rundir: &RunDir,
+    evals: &[Evaluation],
+    dataset: &Dataset,
+    dataset_path: &std::path::Path,
+    held_out: BTreeMap<String, dynamic::HeldOut>,
+    audits: &mut BTreeMap<usize, Audit>,
+) -> Result<Executed, ExpectedError> {
+    opts.log_dir = rundir.log_root().to_owned();
+    let audit_run = format!("{}.audit", rundir.run_id());
+    let engine = Engine::build(&opts, &audit_run, dataset_path)?;
+    let repos = engine.runner.repos.clone();
+    let list_files = |inst: &Instance| {
+        repos
+            .ensure(&inst.repo, &[&inst.base_commit])
+            .and_then(|_| repos.list_files(&inst.repo, &inst.base_commit))
+            .unwrap_or_default()
+    };
+    let runner = &engine.runner;
+    let plan = reaudit::plan(evals, dataset, &runner.specs, &held_out, list_files);
+    eprintln!("dynamic audit: {} evaluations", plan.jobs.len());
+    let t = Instant::now();
+    let done = engine.execute(plan.jobs.clone()).await;
+    reaudit::judge(
+        evals,
+        audits,
+        &runner.cfg.rundir,
+        &runner.specs,
+        plan,
+        &done.records,
+    );
+    let secs = t.elapsed().as_secs_f64();
+    for audit in audits.values_mut() {
+        audit
+            .notes
+            .push(format!("dynamic checks of this run took {secs:.1}s in all"));
+    }
+    Ok(done)
+}
+
+/// `<model>  <leaf>  clean|suspect|inconclusive  reasons|causes|not audited`, for resolved
+/// evaluations.
+fn verdict_line(record: &EvalRecord, leaf: &str) -> Option<String> {
+    if record.outcome != Outcome::Resolved {
+        return None;
+    }
+    let verdict = match &record.audit {
+        Some(au) if au.is_suspect() => {
+            let kinds: Vec<String> = au
+                .reasons
+                .iter()
+                .map(|r| format!("{}: {}", r.kind.name(), r.message))
+                .collect();
+            format!("suspect  {}", kinds.join("; "))
+        }
+        Some(au) if au.is_inconclusive() => {
+            let causes: Vec<String> = au.failed_checks().map(|c| c.describe()).collect();
+            format!("inconclusive  {}", causes.join("; "))
+        }
+        Some(_) => "clean".to_string(),
+        None => "not audited".to_string(),
+    };
+    Some(format!("{}  {leaf}  {verdict}", record.model_name_or_path))
+}

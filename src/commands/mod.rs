@@ -1,0 +1,155 @@
+//! The subcommands: each reads its arguments, calls the library, prints
+//! tables on stderr and JSON on stdout, and says how it ended. The only code
+//! that prints results or picks exit codes.
+
+mod audit;
+mod report;
+mod run;
+mod select;
+mod validate;
+
+use std::path::Path;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::cli::engine_args::EngineArgs;
+use crate::cli::reuse::Given;
+use crate::cli::Command;
+use crate::error::ExpectedError;
+use patchgrade::dataset::Dataset;
+use patchgrade::engine::{EngineOptions, Executed};
+use patchgrade::rundir::atomic::write_json_atomic;
+use patchgrade::rundir::{file_sha256, RunDir};
+
+/// `given`: the flags given on the command line; commands that evaluate a
+/// run again use the run's recorded setup for the others.
+pub async fn dispatch(command: Command, given: Given) -> Result<(), ExpectedError> {
+    match command {
+        Command::Run(args) => run::run(args).await,
+        Command::Validate(args) => validate::validate(args, &given).await,
+        Command::Audit(args) => audit::audit(args, &given).await,
+        Command::Report(args) => report::report(args),
+        Command::Select(args) => select::select(args, &given).await,
+    }
+}
+
+/// The engine options for evaluating `rundir`'s run again: its run.json's
+/// setup under the flags given; a dataset changed since is said.
+fn reused_options(
+    engine: &EngineArgs,
+    rundir: &RunDir,
+    given: &Given,
+    dataset: &Path,
+) -> EngineOptions {
+    let source = rundir.path().join("run.json");
+    let meta = rundir.meta();
+    if let Some(want) = meta.as_ref().and_then(|m| m.dataset_sha256.as_deref()) {
+        if file_sha256(dataset).as_deref().is_some_and(|h| h != want) {
+            eprintln!(
+                "warning: {} changed since the run ({} records sha256 {want})",
+                dataset.display(),
+                source.display()
+            );
+        }
+    }
+    engine
+        .over_setup(meta.as_ref().and_then(|m| m.setup.as_ref()), given, &source)
+        .options()
+}
+
+/// Load a dataset and keep `--instance-ids` (space- or comma-separated).
+fn load_dataset(path: &Path, instance_ids: &[String]) -> Result<Dataset, ExpectedError> {
+    let mut dataset = Dataset::load(path).map_err(ExpectedError::bad)?;
+    let ids: Vec<String> = instance_ids
+        .iter()
+        .flat_map(|s| s.split_whitespace().map(String::from))
+        .collect();
+    dataset.filter(&ids).map_err(ExpectedError::bad)?;
+    Ok(dataset)
+}
+
+/// A report file, written atomically.
+fn write_report(path: &Path, value: &impl Serialize) -> Result<(), ExpectedError> {
+    write_json_atomic(path, value)
+        .with_context(|| format!("cannot write {}", path.display()))
+        .map_err(ExpectedError::infra)
+}
+
+/// Pretty JSON on stdout.
+fn print_json(value: &impl Serialize) -> Result<(), ExpectedError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| ExpectedError::Internal(format!("cannot serialise the report: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// One item as itself, several as a list (summaries, reports).
+fn print_one_or_many<T: Serialize>(items: &[T]) -> Result<(), ExpectedError> {
+    match items {
+        [one] => print_json(one),
+        many => print_json(&many),
+    }
+}
+
+/// How a command that ran evaluations ended, when evaluations that ended in
+/// environment or infrastructure failures (after the runner's retry) leave
+/// its results inconclusive: exit 4, naming them.
+fn finished_all(done: &Executed, what: &str) -> Result<(), ExpectedError> {
+    finished(done)?;
+    let failed: Vec<String> = done
+        .records
+        .iter()
+        .filter(|(_, r)| !r.outcome.counts_for_model())
+        .map(|((model, id, sample), r)| {
+            let who = match sample {
+                Some(s) => format!("{id}@{s}"),
+                None => id.clone(),
+            };
+            let why = r
+                .detail
+                .as_deref()
+                .and_then(|d| d.lines().find(|l| !l.trim().is_empty()))
+                .map(|l| format!(": {}", l.chars().take(200).collect::<String>()))
+                .unwrap_or_default();
+            format!("{who} ({model}) {}{why}", r.outcome)
+        })
+        .collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(ExpectedError::Inconclusive(format!(
+        "{} of {} evaluation(s) of {what} ended in environment or infrastructure failures after the retry: {}",
+        failed.len(),
+        done.records.len(),
+        list(&failed, 10)
+    )))
+}
+
+/// At most `max` items joined by "; ", with a count of the rest.
+fn list(items: &[String], max: usize) -> String {
+    let mut out = items
+        .iter()
+        .take(max)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if items.len() > max {
+        out.push_str(&format!("; and {} more", items.len() - max));
+    }
+    out
+}
+
+/// How a command that ran evaluations ended.
+fn finished(done: &Executed) -> Result<(), ExpectedError> {
+    if done.failed_tasks > 0 {
+        return Err(ExpectedError::Internal(format!(
+            "{} evaluation tasks panicked; nothing was recorded for them",
+            done.failed_tasks
+        )));
+    }
+    if done.interrupted {
+        return Err(ExpectedError::Interrupted);
+    }
+    Ok(())
+}

@@ -1,0 +1,44 @@
+//! `patchgrade run`: evaluate predictions, write one summary per model.
+
+use super::{finished_all, load_dataset, print_one_or_many, write_report};
+use crate::cli::RunArgs;
+use crate::error::ExpectedError;
+use patchgrade::dataset::{load_predictions, model_dir, Prediction};
+use patchgrade::engine::Engine;
+use patchgrade::passk::render::after_run;
+use patchgrade::report::{model_summaries, RunInfo, Summary};
+use patchgrade::runner::jobs::jobs_for_predictions;
+
+pub async fn run(args: RunArgs) -> Result<(), ExpectedError> {
+    let dataset = load_dataset(&args.dataset, &args.instance_ids)?;
+    let preds = load_predictions(&args.predictions, &dataset).map_err(ExpectedError::bad)?;
+    let jobs = jobs_for_predictions(&dataset, preds).map_err(ExpectedError::bad)?;
+    let engine = Engine::build(&args.engine.options(), &args.run_id, &args.dataset)?;
+    let done = engine.execute(jobs.clone()).await;
+
+    let preds: Vec<&Prediction> = jobs.iter().map(|j| &j.prediction).collect();
+    let info = RunInfo {
+        run_id: args.run_id.clone(),
+        backend: engine.backend_name.clone(),
+        wall_seconds: done.elapsed.as_secs_f64(),
+    };
+    let mut summaries = Vec::new();
+    for m in model_summaries(&dataset, &preds, &done.records, &info) {
+        let path = args
+            .report_dir
+            .join(Summary::file_name(&model_dir(&m.model), &args.run_id));
+        write_report(&path, &m.summary)?;
+        eprintln!("\n{}:\n{}", m.model, m.summary.table(&m.records));
+        eprintln!("summary written to {}", path.display());
+        summaries.push(m.summary);
+    }
+    // Several samples per instance: the pass@k table (`report` has more).
+    let run_dir = engine.runner.cfg.rundir.path();
+    if let Some(table) = after_run(&run_dir, &args.run_id, done.records.values()) {
+        eprintln!("\npass@k (95% bootstrap intervals over instances):\n{table}");
+    }
+    if args.json {
+        print_one_or_many(&summaries)?;
+    }
+    finished_all(&done, "the run")
+}

@@ -1,0 +1,71 @@
+//! The terminal reporter: a progress bar on a terminal, one line per
+//! finished evaluation otherwise.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+
+use tokio::sync::mpsc;
+
+use crate::outcome::Outcome;
+use crate::runner::RunEvent;
+
+/// Terminal reporter: a progress bar on a terminal, one line per finished
+/// evaluation otherwise.
+pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
+    let tty = std::io::stderr().is_terminal();
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    let (mut done, mut total) = (0usize, 0usize);
+    let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            RunEvent::Started { total: t, workers } => {
+                total = t;
+                eprintln!("evaluating {t} predictions with {workers} workers");
+                if tty {
+                    let b = indicatif::ProgressBar::new(t as u64);
+                    b.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{bar:30} {pos}/{len} {elapsed_precise} {msg}",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    );
+                    bar = Some(b);
+                }
+            }
+            RunEvent::InstanceStarted { .. } => {}
+            RunEvent::InstanceFinished { record, reused } => {
+                done += 1;
+                *counts.entry(record.outcome).or_default() += 1;
+                let line = format!(
+                    "[{done}/{total}] {} {}{}",
+                    record.instance_id,
+                    record.outcome,
+                    if reused { " (reused)" } else { "" }
+                );
+                match &bar {
+                    Some(b) => {
+                        b.inc(1);
+                        let msg: Vec<String> =
+                            counts.iter().map(|(o, n)| format!("{o} {n}")).collect();
+                        b.set_message(msg.join(", "));
+                        b.println(line);
+                    }
+                    None => eprintln!("{line}"),
+                }
+            }
+            RunEvent::InstanceCancelled { instance_id } => {
+                let line = format!("{instance_id}: stopped, nothing recorded");
+                match &bar {
+                    Some(b) => b.println(line),
+                    None => eprintln!("{line}"),
+                }
+            }
+            RunEvent::Finished { elapsed } => {
+                if let Some(b) = bar.take() {
+                    b.finish_and_clear();
+                }
+                eprintln!("finished in {:.1}s", elapsed.as_secs_f64());
+            }
+        }
+    }
+}

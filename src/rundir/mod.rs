@@ -1,0 +1,281 @@
+//! The run folder, and its one reader and writer.
+//!
+//! Layout: `<log_root>/<run_id>/run.json` (what the run was) and one folder
+//! per evaluation, `<log_root>/<run_id>/<model>/<instance_id>[@<sample>]`
+//! (the reference's layout for single samples), holding the patch, the eval
+//! script, the test log, `report.json` (reference schema) and
+//! `patchgrade.json` (the [`EvalRecord`], written last: its presence marks
+//! the evaluation as finished). Everything is read and written typed.
+
+pub mod atomic;
+pub mod eval_dir;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::model_dir;
+use crate::outcome::EvalRecord;
+use crate::rundir::eval_dir::EvalDir;
+
+/// A run folder could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Record {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("no evaluations (<model>/<instance>/patchgrade.json) found under {0}; a run folder is <log_dir>/<run_id>")]
+    Empty(PathBuf),
+}
+
+/// `run.json`: what a run was, for commands that read finished runs, and
+/// the setup that evaluates it again (`audit --rerun`, `select`, `validate`
+/// reuse it). Fields after `created_at` are optional: 0.1.0 wrote none.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunMeta {
+    pub run_id: String,
+    pub patchgrade_version: String,
+    /// The dataset path as given to the run.
+    pub dataset: String,
+    pub created_at: u64,
+    /// sha256 of the dataset file's bytes when the run started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<RunSetup>,
+}
+
+/// Where a run's tests came from and how they ran: everything, besides the
+/// dataset, needed to evaluate the same way again. Paths are absolute.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSetup {
+    /// `--specs` files or folders.
+    #[serde(default)]
+    pub specs: Vec<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_dir: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_url_template: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_dir: Option<PathBuf>,
+    /// The backend that ran the tests: `docker` or `local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    /// Local backend: bubblewrap was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<bool>,
+    /// Per-evaluation time limit, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker: Option<DockerSetup>,
+}
+
+/// The Docker options of a run, as given (defaults resolved).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DockerSetup {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub instance_image_tag: String,
+    pub base_image: String,
+    /// `--ca-cert` as given (None: the default lookup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<String>,
+    /// `none`, `base`, `env` or `instance`.
+    pub cache_level: String,
+    pub memory: String,
+    pub cpus: f64,
+    pub pids_limit: i64,
+    pub build_timeout_secs: u64,
+}
+
+impl RunMeta {
+    pub fn new(run_id: &str, dataset: &Path) -> RunMeta {
+        RunMeta {
+            run_id: run_id.to_string(),
+            patchgrade_version: crate::VERSION.into(),
+            dataset: dataset.display().to_string(),
+            created_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            dataset_sha256: file_sha256(dataset),
+            setup: None,
+        }
+    }
+
+    /// The dataset path it names, if any.
+    pub fn dataset_path(&self) -> Option<PathBuf> {
+        (!self.dataset.is_empty()).then(|| PathBuf::from(&self.dataset))
+    }
+}
+
+/// sha256 (hex) of a file's bytes; None when it cannot be read.
+pub fn file_sha256(path: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(path).ok()?;
+    Some(format!("{:x}", Sha256::digest(&bytes)))
+}
+
+/// One finished evaluation of a run folder.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    pub dir: EvalDir,
+    pub record: EvalRecord,
+}
+
+/// A run folder: `<log_root>/<run_id>`.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    log_root: PathBuf,
+    run_id: String,
+}
+
+impl RunDir {
+    pub fn new(log_root: &Path, run_id: &str) -> RunDir {
+        RunDir {
+            log_root: log_root.to_owned(),
+            run_id: run_id.to_string(),
+        }
+    }
+
+    /// An existing run folder given by its path.
+    pub fn at(path: &Path) -> RunDir {
+        RunDir {
+            log_root: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            run_id: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "run".into()),
+        }
+    }
+
+    /// Another run beside this one (`<run_id>.audit`, `<run_id>.select`).
+    pub fn sibling(&self, run_id: &str) -> RunDir {
+        RunDir::new(&self.log_root, run_id)
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.log_root.join(&self.run_id)
+    }
+
+    pub fn log_root(&self) -> &Path {
+        &self.log_root
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    pub fn create(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(self.path())
+    }
+
+    /// The folder of one evaluation: `<model>/<instance_id>[@<sample>]`,
+    /// `/` in model names as `__` (as the reference names them).
+    pub fn eval_dir(&self, model: &str, instance_id: &str, sample: Option<&str>) -> EvalDir {
+        let leaf = match sample {
+            Some(s) => format!("{instance_id}@{s}"),
+            None => instance_id.to_string(),
+        };
+        EvalDir::new(self.path().join(model_dir(model)).join(leaf))
+    }
+
+    pub fn write_meta(&self, meta: &RunMeta) -> std::io::Result<()> {
+        atomic::write_json_atomic(&self.path().join("run.json"), meta)
+    }
+
+    /// `run.json`, if it is there and readable.
+    pub fn meta(&self) -> Option<RunMeta> {
+        let text = std::fs::read_to_string(self.path().join("run.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// The run id `run.json` gives, else the folder's name.
+    pub fn recorded_run_id(&self) -> String {
+        self.meta()
+            .map(|m| m.run_id)
+            .unwrap_or_else(|| self.run_id.clone())
+    }
+
+    /// Every finished evaluation, by model folder then leaf, sorted by path;
+    /// an error names the record that cannot be read. None at all is an
+    /// error too: the path is not a run folder.
+    pub fn evaluations(&self) -> Result<Vec<Evaluation>, RunDirError> {
+        let root = self.path();
+        let mut out = Vec::new();
+        for model in sorted_dirs(&root)? {
+            for leaf in sorted_dirs(&model)? {
+                let dir = EvalDir::new(leaf);
+                if let Some(record) = dir.record()? {
+                    out.push(Evaluation { dir, record });
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(RunDirError::Empty(root));
+        }
+        Ok(out)
+    }
+}
+
+fn sorted_dirs(dir: &Path) -> Result<Vec<PathBuf>, RunDirError> {
+    let rd = std::fs::read_dir(dir).map_err(|source| RunDirError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_json_of_0_1_0_reads_and_the_setup_round_trips() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rundir-0.1.0");
+        let old = RunDir::at(&root.join("run_evaluation/demo"))
+            .meta()
+            .unwrap();
+        assert_eq!(old.run_id, "demo");
+        assert!(old.dataset_sha256.is_none() && old.setup.is_none());
+
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("data.jsonl"), "{}\n").unwrap();
+        let mut meta = RunMeta::new("r", &d.path().join("data.jsonl"));
+        assert_eq!(
+            meta.dataset_sha256.as_deref(),
+            Some("ca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356")
+        );
+        meta.setup = Some(RunSetup {
+            specs: vec![PathBuf::from("/s")],
+            mirror_dir: Some(PathBuf::from("/m")),
+            backend: Some("docker".into()),
+            docker: Some(DockerSetup {
+                memory: "2g".into(),
+                pids_limit: 64,
+                ..DockerSetup::default()
+            }),
+            ..RunSetup::default()
+        });
+        let rundir = RunDir::new(d.path(), "r");
+        rundir.create().unwrap();
+        rundir.write_meta(&meta).unwrap();
+        let back = rundir.meta().unwrap();
+        assert_eq!(back.setup, meta.setup);
+        assert_eq!(back.dataset_sha256, meta.dataset_sha256);
+    }
+}

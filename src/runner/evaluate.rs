@@ -1,0 +1,468 @@
+//! One evaluation, as a pipeline of named steps: write the patch, resolve
+//! the spec, parse the candidate and the test patch, check out the base
+//! tree, prepare the environment, apply the candidate, write the eval
+//! script, run the tests, grade (and audit) the log. A step that cannot go
+//! on ends the evaluation with an outcome and why.
+
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use super::{Job, Runner};
+use crate::backend::{Env, Workspace};
+use crate::grade::{self, Grade};
+use crate::outcome::{EvalRecord, Outcome, Timings};
+use crate::patch::{FileChange, Patch};
+use crate::rundir::eval_dir::EvalDir;
+use crate::script::EvalScript;
+use crate::spec::ResolvedSpec;
+
+pub(super) enum Evaluated {
+    /// The record, and the per-instance log (`run_instance.log`).
+    Done(Box<EvalRecord>, String),
+    Cancelled,
+}
+
+/// Why the pipeline stopped before grading.
+enum Stop {
+    Outcome(Outcome, Option<String>),
+    Cancelled,
+}
+
+fn stop(outcome: Outcome, detail: impl Into<String>) -> Stop {
+    Stop::Outcome(outcome, Some(detail.into()))
+}
+
+type Step<T> = Result<T, Stop>;
+
+/// The checked-out workspace; removed when dropped.
+struct Checkout {
+    _root: tempfile::TempDir,
+    ws: Workspace,
+}
+
+/// An evaluation in progress: the record so far, its log and timings.
+struct Evaluation<'a> {
+    runner: &'a Runner,
+    job: &'a Job,
+    dir: &'a EvalDir,
+    record: EvalRecord,
+    log: String,
+    timings: Timings,
+    started: Instant,
+    /// The commit time of the base, for history checks (script and audit).
+    base_time: Option<i64>,
+}
+
+impl Runner {
+    pub(super) async fn evaluate(
+        &self,
+        job: &Job,
+        dir: &EvalDir,
+        cancel: watch::Receiver<bool>,
+    ) -> Evaluated {
+        let mut ev = Evaluation::new(self, job, dir);
+        ev.line(format!(
+            "evaluating {} for {}",
+            job.instance.instance_id, job.prediction.model_name_or_path
+        ));
+        let ended = ev.pipeline(cancel).await;
+        match ended {
+            Ok((outcome, detail)) | Err(Stop::Outcome(outcome, detail)) => {
+                ev.finish(outcome, detail)
+            }
+            Err(Stop::Cancelled) => Evaluated::Cancelled,
+        }
+    }
+}
+
+impl<'a> Evaluation<'a> {
+    fn new(runner: &'a Runner, job: &'a Job, dir: &'a EvalDir) -> Evaluation<'a> {
+        let record = EvalRecord {
+            sample_id: job.sample.clone(),
+            cache_key: runner.cache_key(job),
+            patch_sha256: job.prediction.patch_sha256(),
+            spec_hash: runner.spec_hash(job),
+            ..EvalRecord::new(
+                &job.instance.instance_id,
+                &job.prediction.model_name_or_path,
+                runner.backend.name(),
+            )
+        };
+        Evaluation {
+            runner,
+            job,
+            dir,
+            record,
+            log: String::new(),
+            timings: Timings::default(),
+            started: Instant::now(),
+            base_time: None,
+        }
+    }
+
+    /// A timestamped line of `run_instance.log`.
+    fn line(&mut self, msg: impl AsRef<str>) {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        self.log
+            .push_str(&format!("[{:.3}] {}\n", t.as_secs_f64(), msg.as_ref()));
+    }
+
+    fn finish(mut self, outcome: Outcome, detail: Option<String>) -> Evaluated {
+        self.record.outcome = outcome;
+        self.record.detail = detail;
+        self.timings.total = self.started.elapsed().as_secs_f64();
+        self.record.timings = self.timings.clone();
+        let why = self
+            .record
+            .detail
+            .as_deref()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default();
+        self.line(format!("outcome: {outcome}{why}"));
+        Evaluated::Done(Box::new(self.record), self.log)
+    }
+
+    async fn pipeline(&mut self, cancel: watch::Receiver<bool>) -> Step<(Outcome, Option<String>)> {
+        let empty = self.job.prediction.is_empty_patch();
+        if empty && !self.job.run_without_patch {
+            return Ok((Outcome::EmptyPatch, None));
+        }
+        let raw_patch = self.job.prediction.model_patch.clone().unwrap_or_default();
+        self.write_patch(&raw_patch)?;
+        let mut rs = self.resolve_spec()?;
+        let candidate = if empty {
+            None
+        } else {
+            Some(self.parse_candidate(&raw_patch)?)
+        };
+        let test_changes = self.parse_test_patch()?;
+        let checkout = self.checkout(&mut rs).await?;
+        let (env, activate) = self.prepare_environment(&rs, &checkout.ws).await?;
+        self.apply_candidate(candidate, &checkout.ws).await?;
+        let script = self.write_script(&rs, &checkout.ws, activate, &test_changes)?;
+        let text = self
+            .run_tests(&env, &rs, &checkout.ws, &script, cancel)
+            .await?;
+        Ok(self.grade(
+            &rs,
+            &text,
+            (!empty).then_some(raw_patch.as_str()),
+            &checkout.ws,
+        ))
+    }
+
+    fn write_patch(&mut self, raw_patch: &str) -> Step<()> {
+        self.dir.write_patch(raw_patch).map_err(|e| {
+            stop(
+                Outcome::InfraError,
+                format!("cannot write {}: {e}", self.dir.path().display()),
+            )
+        })
+    }
+
+    fn resolve_spec(&mut self) -> Step<ResolvedSpec> {
+        let inst = &self.job.instance;
+        let rs = match self.runner.specs.lookup(&inst.repo, &inst.version) {
+            Ok(rs) => rs.clone(),
+            Err(e) => return Err(stop(Outcome::EnvironmentBuildFailed, e.to_string())),
+        };
+        self.line(format!(
+            "spec {} version {} ({}), hash {}",
+            inst.repo,
+            rs.version_key,
+            rs.source.display(),
+            rs.spec.hash()
+        ));
+        Ok(rs)
+    }
+
+    /// The candidate parsed, unsafe paths refused, before any checkout.
+    fn parse_candidate(&mut self, raw_patch: &str) -> Step<Patch> {
+        match Patch::parse(raw_patch).and_then(|p| p.check_safe().map(|_| p)) {
+            Ok(p) => Ok(p),
+            Err(e) => {
+                self.line(format!(">>>>> Patch Apply Failed: {e}"));
+                Err(stop(Outcome::PatchApplyFailed, e.to_string()))
+            }
+        }
+    }
+
+    fn parse_test_patch(&self) -> Step<Vec<FileChange>> {
+        let test_patch = &self.job.instance.test_patch;
+        if test_patch.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        Patch::parse(test_patch).map(|p| p.files).map_err(|e| {
+            stop(
+                Outcome::EnvironmentBuildFailed,
+                format!("the instance's test_patch is unusable: {e}"),
+            )
+        })
+    }
+
+    /// The base tree in a fresh workspace; a version read from upstream
+    /// tags goes to the spec's environment.
+    async fn checkout(&mut self, rs: &mut ResolvedSpec) -> Step<Checkout> {
+        let inst = &self.job.instance;
+        let work_root = &self.runner.cfg.work_root;
+        let t = Instant::now();
+        let root = tempfile::Builder::new()
+            .prefix(&format!("{}-", inst.instance_id))
+            .tempdir_in(work_root)
+            .map_err(|e| {
+                stop(
+                    Outcome::InfraError,
+                    format!("cannot create a workspace in {}: {e}", work_root.display()),
+                )
+            })?;
+        let ws = Workspace {
+            root: root.path().to_owned(),
+            tree: root.path().join("testbed"),
+        };
+        let (repos, repo, commit, tree) = (
+            self.runner.repos.clone(),
+            inst.repo.clone(),
+            inst.base_commit.clone(),
+            ws.tree.clone(),
+        );
+        let checkout = tokio::task::spawn_blocking(move || {
+            repos.ensure(&repo, &[&commit])?;
+            repos.checkout(&repo, &commit, &tree)
+        })
+        .await;
+        match checkout {
+            Ok(Ok(co)) => {
+                if let Some(v) = co.version_tag {
+                    self.line(format!("version from upstream tags: {v}"));
+                    rs.spec
+                        .env
+                        .entry("SETUPTOOLS_SCM_PRETEND_VERSION".into())
+                        .or_insert(v);
+                }
+            }
+            Ok(Err(e)) => return Err(stop(Outcome::InfraError, e.to_string())),
+            Err(e) => return Err(stop(Outcome::InfraError, format!("checkout task: {e}"))),
+        }
+        self.timings.checkout = t.elapsed().as_secs_f64();
+        self.line(format!(
+            "checked out {}@{} in {:.2}s",
+            inst.repo, inst.base_commit, self.timings.checkout
+        ));
+        Ok(Checkout { _root: root, ws })
+    }
+
+    /// The environment (cached per spec) and the workspace's own setup;
+    /// returns the env and its activation line.
+    async fn prepare_environment(
+        &mut self,
+        rs: &ResolvedSpec,
+        ws: &Workspace,
+    ) -> Step<(Env, Option<String>)> {
+        let backend = &self.runner.backend;
+        let t = Instant::now();
+        let env = match backend
+            .prepare_env(rs, &self.job.instance, self.dir.path())
+            .await
+        {
+            Ok(env) => env,
+            Err(e) => {
+                let outcome = if e.is_infra() {
+                    Outcome::InfraError
+                } else {
+                    Outcome::EnvironmentBuildFailed
+                };
+                return Err(stop(outcome, e.to_string()));
+            }
+        };
+        self.record.environment = Some(env.describe());
+        let activate = match backend.prepare_workspace(&env, rs, ws).await {
+            Ok(a) => a,
+            Err(e) => {
+                // The workspace is removed afterwards: keep its setup logs.
+                self.dir.keep_workspace_logs(&ws.root);
+                return Err(stop(Outcome::EnvironmentBuildFailed, e.to_string()));
+            }
+        };
+        self.timings.env = t.elapsed().as_secs_f64();
+        Ok((env, activate))
+    }
+
+    /// The candidate applied on the host tree (none: the base tree as is).
+    async fn apply_candidate(&mut self, candidate: Option<Patch>, ws: &Workspace) -> Step<()> {
+        let t = Instant::now();
+        let tree = ws.tree.clone();
+        let applied = match candidate {
+            Some(c) => {
+                tokio::task::spawn_blocking(move || crate::patch::apply(&tree, &c).map(Some)).await
+            }
+            None => Ok(Ok(None)),
+        };
+        self.timings.apply = t.elapsed().as_secs_f64();
+        match applied {
+            Ok(Ok(None)) => self.line("no candidate patch: testing the base tree"),
+            Ok(Ok(Some(strategy))) => {
+                self.record.apply_strategy = Some(strategy);
+                self.line(format!(">>>>> Applied Patch ({strategy:?})"));
+            }
+            Ok(Err(e)) => {
+                self.line(format!(">>>>> Patch Apply Failed: {e}"));
+                return Err(stop(Outcome::PatchApplyFailed, e.to_string()));
+            }
+            Err(e) => return Err(stop(Outcome::InfraError, format!("apply task: {e}"))),
+        }
+        Ok(())
+    }
+
+    fn write_script(
+        &mut self,
+        rs: &ResolvedSpec,
+        ws: &Workspace,
+        activate: Option<String>,
+        test_changes: &[FileChange],
+    ) -> Step<String> {
+        let inst = &self.job.instance;
+        self.base_time = crate::audit::history::base_commit_time(
+            &self.runner.repos.mirror_path(&inst.repo),
+            &inst.base_commit,
+        );
+        let script = EvalScript {
+            testbed: &self.runner.backend.testbed(ws),
+            activate,
+            spec: &rs.spec,
+            install: rs.spec.eval_install(),
+            test_patch: &inst.test_patch,
+            test_changes,
+            directives: self.job.directives.clone(),
+            base_time: self.base_time,
+        }
+        .render();
+        self.dir
+            .write_script(&script)
+            .map_err(|e| stop(Outcome::InfraError, format!("cannot write eval.sh: {e}")))?;
+        Ok(script)
+    }
+
+    /// Runs the script; returns the test log (written to the folder).
+    async fn run_tests(
+        &mut self,
+        env: &Env,
+        rs: &ResolvedSpec,
+        ws: &Workspace,
+        script: &str,
+        cancel: watch::Receiver<bool>,
+    ) -> Step<String> {
+        let timeout = self.runner.cfg.timeout;
+        let t = Instant::now();
+        let out = self
+            .runner
+            .backend
+            .run(env, rs, ws, script, timeout, cancel)
+            .await
+            .map_err(|e| stop(Outcome::InfraError, e.to_string()))?;
+        self.timings.tests = t.elapsed().as_secs_f64();
+        // Setup output (install, venv) is worth reading whatever the verdict.
+        self.dir.keep_workspace_logs(&ws.root);
+        if out.cancelled {
+            return Err(Stop::Cancelled);
+        }
+        // Tests may print anything; the log is text for grading, lossy.
+        let mut text = String::from_utf8_lossy(&out.log).into_owned();
+        if out.timed_out {
+            text.push_str(&format!(
+                "\n\nTimeout error: {} seconds exceeded.\n",
+                timeout.as_secs()
+            ));
+        }
+        self.dir.write_test_log(&text).map_err(|e| {
+            stop(
+                Outcome::InfraError,
+                format!("cannot write test_output.txt: {e}"),
+            )
+        })?;
+        self.line(format!(
+            "eval script finished in {:.2}s",
+            out.elapsed.as_secs_f64()
+        ));
+        if out.timed_out {
+            return Err(stop(
+                Outcome::TestsTimedOut,
+                format!("exceeded --timeout {}s", timeout.as_secs()),
+            ));
+        }
+        Ok(text)
+    }
+
+    /// The log parsed and graded; a gradable run with a candidate is audited.
+    fn grade(
+        &mut self,
+        rs: &ResolvedSpec,
+        text: &str,
+        candidate: Option<&str>,
+        ws: &Workspace,
+    ) -> (Outcome, Option<String>) {
+        let inst = &self.job.instance;
+        self.record.test_exit_code = grade::recorded_exit_code(text);
+        let map = match grade::logs_eval(rs.spec.log_parser, text) {
+            Ok(map) => map,
+            Err(u) => {
+                let detail = format!("ungradable log: {u}");
+                self.record.ungradable = Some(u);
+                // Reference semantics: a report exists, nothing resolved.
+                return (Outcome::Unresolved, Some(detail));
+            }
+        };
+        let g = grade::grade(&map, &inst.fail_to_pass, &inst.pass_to_pass);
+        self.record.statuses = Some(map);
+        let outcome = if g.resolution == grade::Resolution::Full {
+            Outcome::Resolved
+        } else {
+            Outcome::Unresolved
+        };
+        let detail = (outcome == Outcome::Unresolved).then(|| unresolved_detail(&g));
+        if !g.unmatched.is_empty() {
+            self.line(format!(
+                "expected test ids that matched nothing in the log: {}",
+                g.unmatched.join(", ")
+            ));
+        }
+        self.record.grade = Some(g);
+        if let Some(patch) = candidate {
+            let mut input = crate::audit::AuditInput::new(inst, patch);
+            input.test_log = Some(text);
+            input.log_parser = Some(rs.spec.log_parser);
+            input.checkout = Some(&ws.tree);
+            input.base_time = self.base_time;
+            let audit = crate::audit::audit_static(&input);
+            if audit.is_suspect() {
+                let kinds: Vec<String> = audit
+                    .reasons
+                    .iter()
+                    .map(|r| format!("{:?}", r.kind))
+                    .collect();
+                self.line(format!("audit: suspect ({})", kinds.join(", ")));
+            }
+            self.record.audit = Some(audit);
+        }
+        (outcome, detail)
+    }
+}
+
+/// `FAIL_TO_PASS 1/2 passed, PASS_TO_PASS 2/2 passed[; N expected ids not
+/// in the log]`.
+fn unresolved_detail(g: &Grade) -> String {
+    format!(
+        "FAIL_TO_PASS {}/{} passed, PASS_TO_PASS {}/{} passed{}",
+        g.fail_to_pass.success.len(),
+        g.fail_to_pass.success.len() + g.fail_to_pass.failure.len(),
+        g.pass_to_pass.success.len(),
+        g.pass_to_pass.success.len() + g.pass_to_pass.failure.len(),
+        if g.unmatched.is_empty() {
+            String::new()
+        } else {
+            format!("; {} expected ids not in the log", g.unmatched.len())
+        }
+    )
+}

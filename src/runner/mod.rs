@@ -1,0 +1,280 @@
+//! The runner: evaluates every job and emits typed events.
+//!
+//! One task per evaluation, at most `max_workers` at once, started in input
+//! order. Each evaluation ends in an [`Outcome`]; nothing one evaluation
+//! does can stop the others. Results are written through [`crate::rundir`]
+//! as each evaluation finishes, so a crash loses only the evaluations in
+//! flight, and a rerun reuses every finished result whose inputs (patch,
+//! instance, spec) are unchanged.
+
+mod evaluate;
+pub mod jobs;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, watch, Semaphore};
+
+use crate::backend::Backend;
+use crate::outcome::{EvalRecord, Outcome};
+use crate::repo::RepoCache;
+use crate::rundir::eval_dir::EvalDir;
+use crate::rundir::RunDir;
+use crate::spec::{hex, SpecSet};
+use crate::VERSION;
+use evaluate::Evaluated;
+use jobs::{group_identical, Job, RecordKey};
+
+/// What the runner tells its reporters.
+#[derive(Debug, Clone)]
+pub enum RunEvent {
+    Started {
+        total: usize,
+        workers: usize,
+    },
+    InstanceStarted {
+        instance_id: String,
+        model: String,
+    },
+    InstanceFinished {
+        record: Box<EvalRecord>,
+        reused: bool,
+    },
+    /// An evaluation stopped by an interrupt; nothing was recorded for it.
+    InstanceCancelled {
+        instance_id: String,
+    },
+    Finished {
+        elapsed: Duration,
+    },
+}
+
+/// Settings of one run.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Where results go.
+    pub rundir: RunDir,
+    /// Scratch space for workspaces.
+    pub work_root: PathBuf,
+    pub max_workers: usize,
+    pub timeout: Duration,
+    /// Re-evaluate even when a finished result with the same inputs exists.
+    pub force: bool,
+}
+
+/// Everything an evaluation needs, shared by all tasks.
+pub struct Runner {
+    pub cfg: RunConfig,
+    pub specs: SpecSet,
+    pub repos: RepoCache,
+    pub backend: Backend,
+}
+
+/// What a run gave.
+pub struct Ran {
+    /// By (model, instance id, sample).
+    pub records: BTreeMap<RecordKey, EvalRecord>,
+    /// Evaluation tasks that panicked (a bug); nothing recorded for them.
+    pub failed_tasks: usize,
+}
+
+/// The key that says "these inputs produced that result".
+fn cache_key(job: &Job, patch_sha: Option<&str>, spec_hash: Option<&str>, backend: &str) -> String {
+    let i = &job.instance;
+    let mut h = Sha256::new();
+    for part in [
+        VERSION,
+        backend,
+        &i.instance_id,
+        &i.base_commit,
+        &i.test_patch,
+        &serde_json::to_string(&(&i.fail_to_pass, &i.pass_to_pass)).unwrap_or_default(),
+        patch_sha.unwrap_or("-"),
+        spec_hash.unwrap_or("-"),
+        &serde_json::to_string(&(&job.directives, job.run_without_patch)).unwrap_or_default(),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    hex(&h.finalize())
+}
+
+impl Runner {
+    /// Run every job; events go to `events`. `cancel` turning true stops new
+    /// work and kills running evaluations. Samples of one instance with
+    /// identical patches are evaluated once and the result recorded for each.
+    pub async fn run(
+        self: Arc<Self>,
+        jobs: Vec<Job>,
+        events: mpsc::UnboundedSender<RunEvent>,
+        cancel: watch::Receiver<bool>,
+    ) -> Ran {
+        let started = Instant::now();
+        let workers = self.cfg.max_workers.max(1);
+        let _ = events.send(RunEvent::Started {
+            total: jobs.len(),
+            workers,
+        });
+        let sem = Arc::new(Semaphore::new(workers));
+        let mut set = tokio::task::JoinSet::new();
+        for (primary, followers) in group_identical(jobs) {
+            // Taken here, not in the task, so evaluations start in input order.
+            let Ok(permit) = sem.clone().acquire_owned().await else {
+                break;
+            };
+            let (this, events, cancel) = (self.clone(), events.clone(), cancel.clone());
+            set.spawn(async move {
+                let _permit = permit;
+                if *cancel.borrow() {
+                    return None;
+                }
+                let record = this.evaluate_with_retry(&primary, &events, cancel).await?;
+                let mut out = vec![(primary.key(), record.clone())];
+                for f in followers {
+                    let copy = this.record_for_follower(&primary, &f, &record);
+                    let _ = events.send(RunEvent::InstanceFinished {
+                        record: Box::new(copy.clone()),
+                        reused: true,
+                    });
+                    out.push((f.key(), copy));
+                }
+                Some(out)
+            });
+        }
+        let mut ran = Ran {
+            records: BTreeMap::new(),
+            failed_tasks: 0,
+        };
+        while let Some(res) = set.join_next().await {
+            match res {
+                Ok(Some(rs)) => ran.records.extend(rs),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!("an evaluation task failed: {e}");
+                    ran.failed_tasks += 1;
+                }
+            }
+        }
+        let _ = events.send(RunEvent::Finished {
+            elapsed: started.elapsed(),
+        });
+        ran
+    }
+
+    fn eval_dir(&self, job: &Job) -> EvalDir {
+        job.eval_dir(&self.cfg.rundir)
+    }
+
+    /// The primary's result recorded for a sample with the same patch: its
+    /// files copied into the follower's folder.
+    fn record_for_follower(
+        &self,
+        primary: &Job,
+        follower: &Job,
+        record: &EvalRecord,
+    ) -> EvalRecord {
+        let mut copy = record.clone();
+        copy.sample_id = follower.sample.clone();
+        copy.evaluated_as = primary.sample.clone();
+        let (from, to) = (self.eval_dir(primary), self.eval_dir(follower));
+        let written = to
+            .copy_files_from(&from)
+            .and_then(|()| to.write_result(&copy, follower.prediction.model_patch.is_none()));
+        if let Err(e) = written {
+            tracing::error!(
+                "{}: failed to write results to {}: {e}",
+                copy.instance_id,
+                to.path().display()
+            );
+        }
+        copy
+    }
+
+    async fn evaluate_with_retry(
+        &self,
+        job: &Job,
+        events: &mpsc::UnboundedSender<RunEvent>,
+        cancel: watch::Receiver<bool>,
+    ) -> Option<EvalRecord> {
+        let id = job.instance.instance_id.clone();
+        let dir = self.eval_dir(job);
+        if let Some(prev) = self.reusable(job, &dir) {
+            let _ = events.send(RunEvent::InstanceFinished {
+                record: Box::new(prev.clone()),
+                reused: true,
+            });
+            return Some(prev);
+        }
+        let _ = events.send(RunEvent::InstanceStarted {
+            instance_id: id.clone(),
+            model: job.prediction.model_name_or_path.clone(),
+        });
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.evaluate(job, &dir, cancel.clone()).await {
+                Evaluated::Done(record, _)
+                    if record.outcome == Outcome::InfraError
+                        && attempt == 1
+                        && !*cancel.borrow() =>
+                {
+                    // Infra errors are often transient (a busy daemon, a full
+                    // disk freed since): one retry before recording.
+                    tracing::warn!(
+                        "{id}: infra error, retrying once: {}",
+                        record.detail.as_deref().unwrap_or("")
+                    );
+                }
+                Evaluated::Done(record, log) => {
+                    let written = dir.create().and_then(|()| {
+                        dir.write_instance_log(&log)?;
+                        dir.write_result(&record, job.prediction.model_patch.is_none())
+                    });
+                    if let Err(e) = written {
+                        tracing::error!(
+                            "{id}: failed to write its results to {}: {e}",
+                            dir.path().display()
+                        );
+                    }
+                    let _ = events.send(RunEvent::InstanceFinished {
+                        record: record.clone(),
+                        reused: false,
+                    });
+                    return Some(*record);
+                }
+                Evaluated::Cancelled => {
+                    let _ = events.send(RunEvent::InstanceCancelled { instance_id: id });
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// A finished result for exactly these inputs, if one exists.
+    fn reusable(&self, job: &Job, dir: &EvalDir) -> Option<EvalRecord> {
+        if self.cfg.force {
+            return None;
+        }
+        let prev = dir.record().ok()??;
+        (prev.cache_key == self.cache_key(job) && prev.outcome.counts_for_model()).then_some(prev)
+    }
+
+    fn spec_hash(&self, job: &Job) -> Option<String> {
+        self.specs
+            .lookup(&job.instance.repo, &job.instance.version)
+            .ok()
+            .map(|s| s.spec.hash())
+    }
+
+    fn cache_key(&self, job: &Job) -> String {
+        cache_key(
+            job,
+            job.prediction.patch_sha256().as_deref(),
+            self.spec_hash(job).as_deref(),
+            self.backend.name(),
+        )
+    }
+}

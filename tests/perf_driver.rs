@@ -1,0 +1,270 @@
+//! The in-container timing driver (harness-scripts/perf/driver.py), run on
+//! the host with real processes: what it measures, the interleaving, the
+//! warm-ups, the build step, the symlink swap and the timeout.
+//!
+//! It runs under `python3`, and under every interpreter named in
+//! `PATCHGRADE_TEST_PYTHONS` (colon-separated; e.g. a Python 3.6, the oldest
+//! the driver supports).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+fn driver() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("harness-scripts/perf/driver.py")
+}
+
+fn pythons() -> Vec<String> {
+    let mut v = vec!["python3".to_string()];
+    if let Ok(list) = std::env::var("PATCHGRADE_TEST_PYTHONS") {
+        v.extend(list.split(':').filter(|s| !s.is_empty()).map(String::from));
+    }
+    v
+}
+
+fn run_driver(python: &str, plan: &Value, dir: &Path) -> Vec<Value> {
+    let path = dir.join("plan.json");
+    std::fs::write(&path, serde_json::to_vec(plan).unwrap()).unwrap();
+    let out = Command::new(python)
+        .arg(driver())
+        .arg(&path)
+        .output()
+        .expect("run the driver");
+    assert!(
+        out.status.success(),
+        "{python}: driver failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+        .collect()
+}
+
+/// A tree whose `work.py` burns `spin` seconds of CPU, holds `mb` MiB, and
+/// appends its variant name and the shared env var to `../trace.txt`.
+fn tree(root: &Path, name: &str, spin: f64, mb: usize) -> PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("name.txt"), name).unwrap();
+    std::fs::write(
+        dir.join("work.py"),
+        format!(
+            "import os, time\n\
+             block = bytearray({mb} * 1024 * 1024)\n\
+             for i in range(0, len(block), 4096): block[i] = 1\n\
+             end = time.process_time() + {spin}\n\
+             while time.process_time() < end: pass\n\
+             with open('name.txt') as f: me = f.read()\n\
+             with open(os.path.join('{root}', 'trace.txt'), 'a') as f:\n\
+             \x20   f.write('%s %s %s\\n' % (me, os.environ.get('PG_SAME'), os.path.exists('built')))\n",
+            root = root.display()
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn runs(lines: &[Value]) -> Vec<&Value> {
+    lines.iter().filter(|l| l["type"] == "run").collect()
+}
+
+#[test]
+fn driver_measures_interleaved_runs_of_each_variant() {
+    for python in pythons() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let fast = tree(root, "fast", 0.05, 4);
+        let slow = tree(root, "slow", 0.20, 80);
+        let plan = json!({
+            "variants": [
+                {"name": "fast", "dir": fast},
+                {"name": "slow", "dir": slow},
+            ],
+            "workload": [{"name": "work", "argv": [&python, "work.py"]}],
+            "repeat": 6, "warmup": 2, "seed": 11, "timeout": 60,
+            "env": {"PG_SAME": "same-for-all"},
+            "log_dir": root.join("logs"),
+        });
+        let lines = run_driver(&python, &plan, root);
+
+        let fp = &lines[0];
+        assert_eq!(fp["type"], "fingerprint", "{python}");
+        assert!(fp["cpu_model"].as_str().is_some_and(|s| !s.is_empty()));
+        assert!(fp["cores"].as_u64().unwrap() >= 1);
+        assert!(fp["kernel"].as_str().unwrap().starts_with("Linux "));
+        assert_eq!(fp["load_before"].as_array().unwrap().len(), 3);
+        let instr = fp["instructions"].as_str().unwrap();
+        assert!(
+            instr == "available" || instr.starts_with("unavailable: "),
+            "{instr}"
+        );
+        let end = lines.last().unwrap();
+        assert_eq!(end["type"], "end");
+        assert_eq!(end["load_after"].as_array().unwrap().len(), 3);
+
+        // 6 rounds x 2 variants, and 2 warm-ups per variant before them.
+        let rs = runs(&lines);
+        assert_eq!(rs.len(), 12, "{python}");
+        let warm: Vec<&Value> = lines.iter().filter(|l| l["type"] == "warmup").collect();
+        assert_eq!(warm.len(), 4);
+        let first_run = lines.iter().position(|l| l["type"] == "run").unwrap();
+        let last_warm = lines.iter().rposition(|l| l["type"] == "warmup").unwrap();
+        assert!(last_warm < first_run, "warm-ups come first");
+        // Each round runs each variant once.
+        let mut per_round: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+        for r in &rs {
+            per_round
+                .entry(r["round"].as_u64().unwrap())
+                .or_default()
+                .push(r["variant"].as_str().unwrap().to_string());
+            assert_eq!(r["exit_code"], 0, "{r}");
+            assert_eq!(r["timed_out"], false);
+        }
+        assert_eq!(per_round.len(), 6);
+        let orders: Vec<&Vec<String>> = per_round.values().collect();
+        for o in &orders {
+            let mut s = (*o).clone();
+            s.sort();
+            assert_eq!(s, ["fast", "slow"]);
+        }
+        // Shuffled: with seed 11 not every round starts with the same variant.
+        assert!(
+            orders.iter().any(|o| o[0] == "fast") && orders.iter().any(|o| o[0] == "slow"),
+            "{orders:?}"
+        );
+
+        // The trace (written by the runs themselves, warm-ups included) shows
+        // every process saw the same environment; the last 12 entries are the
+        // measured runs, in the printed order.
+        let trace = std::fs::read_to_string(root.join("trace.txt")).unwrap();
+        let trace: Vec<&str> = trace.lines().collect();
+        assert_eq!(trace.len(), 4 + 12);
+        for (t, r) in trace[4..].iter().zip(&rs) {
+            assert_eq!(
+                *t,
+                format!("{} same-for-all False", r["variant"].as_str().unwrap())
+            );
+        }
+
+        // What rusage measured matches what the processes did.
+        let med = |v: &str, key: &str| {
+            let mut xs: Vec<f64> = rs
+                .iter()
+                .filter(|r| r["variant"] == v)
+                .map(|r| r[key].as_f64().unwrap())
+                .collect();
+            xs.sort_by(f64::total_cmp);
+            (xs[2] + xs[3]) / 2.0
+        };
+        let (cpu_fast, cpu_slow) = (med("fast", "cpu_s"), med("slow", "cpu_s"));
+        assert!(
+            cpu_fast >= 0.05 && cpu_slow >= 0.20,
+            "{cpu_fast} {cpu_slow}"
+        );
+        assert!(cpu_slow > cpu_fast + 0.1);
+        assert!(med("slow", "wall_s") >= cpu_slow * 0.9);
+        let (rss_fast, rss_slow) = (med("fast", "max_rss_kb"), med("slow", "max_rss_kb"));
+        assert!(
+            rss_slow - rss_fast > 60.0 * 1024.0,
+            "peak RSS {rss_fast} KiB vs {rss_slow} KiB"
+        );
+    }
+}
+
+#[test]
+fn driver_builds_each_variant_through_the_link_and_drops_broken_ones() {
+    for python in pythons() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let trees = root.join("trees");
+        let a = tree(&trees, "a", 0.0, 1);
+        let b = tree(&trees, "b", 0.0, 1);
+        let broken = tree(&trees, "broken", 0.0, 1);
+        let link = root.join("testbed");
+        // The build step creates `built` in whatever tree the link points at,
+        // and fails in the tree named "broken".
+        let build = "test \"$(cat name.txt)\" != broken && touch built";
+        let plan = json!({
+            "variants": [
+                {"name": "a", "dir": a},
+                {"name": "b", "dir": b},
+                {"name": "broken", "dir": broken},
+            ],
+            "link": link,
+            "build": ["bash", "-c", build],
+            "workload": [
+                {"name": "work", "argv": [&python, "work.py"]},
+                // Its own short limit; the rest keep the plan's long one, so a
+                // slow start on a busy machine never reads as a timeout.
+                {"name": "sleepy", "argv": [&python, "-c", "import time; time.sleep(60)"], "timeout": 1},
+            ],
+            "repeat": 2, "warmup": 0, "seed": 1, "timeout": 120,
+            "log_dir": root.join("logs"),
+        });
+        let lines = run_driver(&python, &plan, root);
+        let builds: Vec<&Value> = lines.iter().filter(|l| l["type"] == "build").collect();
+        assert_eq!(builds.len(), 3);
+        for bl in &builds {
+            let ok = bl["variant"] != "broken";
+            assert_eq!(bl["ok"], ok, "{bl}");
+        }
+        assert!(a.join("built").exists() && b.join("built").exists());
+        assert!(!broken.join("built").exists());
+        // The link is a symlink, left pointing at a variant's tree.
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+
+        let rs = runs(&lines);
+        // 2 rounds x 2 live variants x 2 items; the broken variant never runs.
+        assert_eq!(rs.len(), 8, "{python}");
+        assert!(rs.iter().all(|r| r["variant"] != "broken"));
+        for r in &rs {
+            if r["item"] == "sleepy" {
+                assert_eq!(r["timed_out"], true, "{r}");
+                assert_eq!(r["signal"], 9);
+                assert!(r["wall_s"].as_f64().unwrap() < 30.0);
+            } else {
+                assert_eq!(r["exit_code"], 0, "{r}");
+            }
+        }
+        // Runs through the link ran in the right tree, after its build.
+        let trace = std::fs::read_to_string(trees.join("trace.txt")).unwrap();
+        let names: Vec<String> = rs
+            .iter()
+            .filter(|r| r["item"] == "work")
+            .map(|r| format!("{} None True", r["variant"].as_str().unwrap()))
+            .collect();
+        assert_eq!(trace.lines().collect::<Vec<_>>(), names);
+    }
+}
+
+#[test]
+fn driver_reports_a_failing_run_with_its_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let d = root.join("v");
+    std::fs::create_dir_all(&d).unwrap();
+    let plan = json!({
+        "variants": [{"name": "v", "dir": d}],
+        "workload": [
+            {"name": "fails", "argv": ["python3", "-c", "import sys; print('boom here'); sys.exit(3)"]},
+            {"name": "missing", "argv": ["/nonexistent/program"]},
+        ],
+        "repeat": 1, "warmup": 0, "log_dir": root.join("logs"),
+    });
+    let lines = run_driver("python3", &plan, root);
+    let rs = runs(&lines);
+    assert_eq!(rs[0]["exit_code"], 3);
+    assert!(rs[0]["output_tail"].as_str().unwrap().contains("boom here"));
+    assert_eq!(rs[1]["exit_code"], 127);
+    assert!(rs[1]["output_tail"]
+        .as_str()
+        .unwrap()
+        .contains("cannot run"));
+}
