@@ -22,6 +22,7 @@ pub mod perf;
 pub mod python;
 pub mod repo;
 pub mod report;
+pub mod review;
 pub mod rundir;
 pub mod runner;
 pub mod script;
