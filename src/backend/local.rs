@@ -411,6 +411,8 @@ impl LocalBackend {
             timed_out,
             cancelled,
             elapsed,
+            oom_killed_at: None,
+            capped: None,
         })
     }
 }

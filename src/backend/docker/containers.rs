@@ -21,13 +21,25 @@ use futures_util::StreamExt;
 
 use super::archive::{candidate_changes, run_archive};
 use super::daemon::is_status;
+use super::exits::{Ended, ExitWatch};
 use super::images::TESTBED;
+use super::stale::{PID_LABEL, RUN_LABEL};
 use super::{locked, DockerBackend, DockerEnv, DockerError, API_TIMEOUT};
-use crate::backend::{InfraError, RunOutput, Workspace};
+use crate::backend::{InfraError, LogCap, RunOutput, Workspace};
 use crate::spec::ResolvedSpec;
 
-/// At most this much test output is kept (the rest is dropped, noted).
+/// At most this much test output is kept (the rest is dropped, noted in
+/// the log and the record).
 const MAX_LOG: usize = 256 << 20;
+
+/// The log cap: [`MAX_LOG`], or `PATCHGRADE_MAX_LOG` bytes (for tests that
+/// check the cap without writing 256 MiB; docs/faults.md).
+fn max_log() -> usize {
+    std::env::var("PATCHGRADE_MAX_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MAX_LOG)
+}
 /// Grace after `--timeout` before the in-container watchdog kills the
 /// script on its own (for when patchgrade itself is killed).
 const WATCHDOG_GRACE: u64 = 60;
@@ -48,6 +60,8 @@ impl DockerBackend {
                 timed_out: false,
                 cancelled: true,
                 elapsed: Duration::ZERO,
+                oom_killed_at: None,
+                capped: None,
             });
         }
         let tree = ws.tree.clone();
@@ -92,6 +106,7 @@ impl DockerBackend {
             .call("attach", docker.attach_container(&container, Some(attach)))
             .await?
             .output;
+        let watch = ExitWatch::start(docker, &container);
         self.call(
             "start container",
             docker.start_container(&container, None::<StartContainerOptions>),
@@ -100,6 +115,7 @@ impl DockerBackend {
 
         let mut log: Vec<u8> = Vec::new();
         let mut dropped = 0usize;
+        let max_log = max_log();
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let interrupted = async move {
@@ -115,11 +131,9 @@ impl DockerBackend {
                 item = output.next() => match item {
                     Some(Ok(chunk)) => {
                         let bytes = chunk.into_bytes();
-                        if log.len() + bytes.len() <= MAX_LOG {
-                            log.extend_from_slice(&bytes);
-                        } else {
-                            dropped += bytes.len();
-                        }
+                        let room = max_log - log.len();
+                        log.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                        dropped += bytes.len().saturating_sub(room);
                     }
                     Some(Err(e)) => {
                         guard.remove().await;
@@ -133,10 +147,27 @@ impl DockerBackend {
         };
         let elapsed = started.elapsed();
         drop(output);
+        // The output ended by itself: the events say whether the kernel
+        // OOM-killed something, or the engine went away (then the log is
+        // cut short by the engine, an infra error, not the candidate's).
+        let mut oom_killed_at = None;
+        if !timed_out && !cancelled {
+            match watch.ended(Duration::from_secs(10)).await {
+                Ended::Died { oom: true } => oom_killed_at = Some(self.args.memory.clone()),
+                Ended::Died { oom: false } => {}
+                Ended::EngineLost(why) => {
+                    guard.remove().await;
+                    return Err(InfraError::Other(format!(
+                        "the Docker engine went away while the tests ran: {why}"
+                    )));
+                }
+                Ended::Unknown => tracing::warn!("container {container}: no exit event"),
+            }
+        }
         guard.remove().await;
         if dropped > 0 {
             log.extend_from_slice(
-                format!("\n[patchgrade: {dropped} bytes of output past {MAX_LOG} dropped]\n")
+                format!("\n[patchgrade: {dropped} bytes of output past {max_log} dropped]\n")
                     .as_bytes(),
             );
         }
@@ -145,6 +176,11 @@ impl DockerBackend {
             timed_out,
             cancelled,
             elapsed,
+            oom_killed_at,
+            capped: (dropped > 0).then_some(LogCap {
+                cap: max_log,
+                dropped: dropped as u64,
+            }),
         })
     }
 
@@ -197,7 +233,8 @@ impl DockerBackend {
             cmd: Some(vec!["bash".into(), "/patchgrade-run.sh".into()]),
             working_dir: Some(TESTBED.into()),
             labels: Some(HashMap::from([
-                ("patchgrade.run_id".to_string(), self.run_id.clone()),
+                (RUN_LABEL.to_string(), self.run_id.clone()),
+                (PID_LABEL.to_string(), std::process::id().to_string()),
                 ("patchgrade.image".to_string(), env.image.clone()),
             ])),
             attach_stdout: Some(true),
@@ -228,7 +265,7 @@ impl DockerBackend {
 }
 
 /// Force-remove a container, waiting until it is gone.
-async fn remove_container(docker: &Docker, id: &str) {
+pub(super) async fn remove_container(docker: &Docker, id: &str) {
     let opts = RemoveContainerOptionsBuilder::default()
         .force(true)
         .v(true)

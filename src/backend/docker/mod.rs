@@ -15,7 +15,9 @@
 pub mod archive;
 pub mod containers;
 pub mod daemon;
+pub mod exits;
 pub mod images;
+pub mod stale;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
