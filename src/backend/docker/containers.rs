@@ -20,16 +20,17 @@ use bollard::{body_full, Docker};
 use futures_util::StreamExt;
 
 use super::archive::{candidate_changes, run_archive};
+use super::capped::CappedLog;
 use super::daemon::is_status;
 use super::exits::{Ended, ExitWatch};
 use super::images::TESTBED;
 use super::stale::{PID_LABEL, RUN_LABEL};
 use super::{locked, DockerBackend, DockerEnv, DockerError, API_TIMEOUT};
-use crate::backend::{InfraError, LogCap, RunOutput, Workspace};
+use crate::backend::{InfraError, RunOutput, Workspace};
 use crate::spec::ResolvedSpec;
 
-/// At most this much test output is kept (the rest is dropped, noted in
-/// the log and the record).
+/// At most this much test output is kept (its first and last halves; the
+/// middle is dropped, noted in the log and the record).
 const MAX_LOG: usize = 256 << 20;
 
 /// The log cap: [`MAX_LOG`], or `PATCHGRADE_MAX_LOG` bytes (for tests that
@@ -113,9 +114,7 @@ impl DockerBackend {
         )
         .await?;
 
-        let mut log: Vec<u8> = Vec::new();
-        let mut dropped = 0usize;
-        let max_log = max_log();
+        let mut log = CappedLog::new(max_log());
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let interrupted = async move {
@@ -130,10 +129,7 @@ impl DockerBackend {
             tokio::select! {
                 item = output.next() => match item {
                     Some(Ok(chunk)) => {
-                        let bytes = chunk.into_bytes();
-                        let room = max_log - log.len();
-                        log.extend_from_slice(&bytes[..bytes.len().min(room)]);
-                        dropped += bytes.len().saturating_sub(room);
+                        log.push(&chunk.into_bytes());
                     }
                     Some(Err(e)) => {
                         guard.remove().await;
@@ -165,22 +161,14 @@ impl DockerBackend {
             }
         }
         guard.remove().await;
-        if dropped > 0 {
-            log.extend_from_slice(
-                format!("\n[patchgrade: {dropped} bytes of output past {max_log} dropped]\n")
-                    .as_bytes(),
-            );
-        }
+        let (log, capped) = log.finish();
         Ok(RunOutput {
             log,
             timed_out,
             cancelled,
             elapsed,
             oom_killed_at,
-            capped: (dropped > 0).then_some(LogCap {
-                cap: max_log,
-                dropped: dropped as u64,
-            }),
+            capped,
         })
     }
 

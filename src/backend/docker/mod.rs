@@ -13,6 +13,7 @@
 //! environment and the cleanup at the end of a run.
 
 pub mod archive;
+pub mod capped;
 pub mod containers;
 pub mod daemon;
 pub mod exits;
