@@ -248,6 +248,7 @@ impl Engine {
         let watcher = {
             let interrupted = interrupted.clone();
             let runner = self.runner.clone();
+            let scratch = self.runner.cfg.work_root.clone();
             tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
                     interrupted.store(true, Ordering::SeqCst);
@@ -260,6 +261,8 @@ impl Engine {
                             runner.backend.kill_running(),
                         )
                         .await;
+                        // exit() runs no destructors: the scratch goes by hand.
+                        let _ = std::fs::remove_dir_all(&scratch);
                         std::process::exit(EXIT_INTERRUPTED);
                     }
                 }
