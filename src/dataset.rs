@@ -191,9 +191,27 @@ pub fn model_dir(model: &str) -> String {
 /// Rows of a `.jsonl` or `.json` file (a list, or an object whose values
 /// are the rows) with their 1-based positions.
 pub fn read_rows(path: &Path) -> Result<Vec<(usize, Value)>, InputError> {
-    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
+    let bytes = std::fs::read(path).map_err(|source| InputError::Read {
         path: path.to_owned(),
         source,
+    })?;
+    // JSON is UTF-8: bytes that are not are an error at their line (a patch
+    // in another encoding), not a failure to read the whole file.
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..at];
+        let line_start = before
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        InputError::Row {
+            path: path.to_owned(),
+            line: before.iter().filter(|b| **b == b'\n').count() + 1,
+            reason: format!(
+                "invalid UTF-8 at byte {} of the line (JSON text must be UTF-8)",
+                at - line_start + 1
+            ),
+        }
     })?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     match ext {

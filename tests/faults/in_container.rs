@@ -96,7 +96,8 @@ fn corpus_run() -> Shared {
     let root = c.w.repo.repo.workdir().unwrap().to_owned();
     std::os::unix::fs::symlink(&outside, root.join("widgets/vendor")).unwrap();
     let mut idx = c.w.repo.repo.index().unwrap();
-    idx.add_path(std::path::Path::new("widgets/vendor")).unwrap();
+    idx.add_path(std::path::Path::new("widgets/vendor"))
+        .unwrap();
     idx.write().unwrap();
     c.w.repo.commit(&[], "vendor link");
     c.w.base = c.w.repo.head();
@@ -217,7 +218,10 @@ fn gigabytes_of_output_are_capped_and_the_cap_reported() {
     );
     let log = s.log("flood");
     assert!(log.len() < LOG_CAP + 1024, "log of {} bytes", log.len());
-    assert!(log.contains("bytes of output dropped here"), "note in the log");
+    assert!(
+        log.contains("bytes of output dropped here"),
+        "note in the log"
+    );
     // The results after the flood are kept, so grading read them.
     assert_eq!(rec["test_exit_code"], 0);
     s.check_run();
@@ -236,7 +240,10 @@ fn rewriting_git_does_not_change_the_grade() {
     let rec = s.record("git");
     assert_eq!(rec["outcome"], "unresolved", "{rec}");
     assert_eq!(rec["test_exit_code"], 1, "the real exit code: {rec}");
-    assert_eq!(rec["grade"]["fail_to_pass"]["failure"], serde_json::json!([F2P]));
+    assert_eq!(
+        rec["grade"]["fail_to_pass"]["failure"],
+        serde_json::json!([F2P])
+    );
     s.check_run();
 }
 
@@ -247,7 +254,10 @@ fn rewriting_the_eval_script_does_not_change_the_grade() {
     assert_eq!(rec["outcome"], "unresolved", "{rec}");
     assert_eq!(rec["test_exit_code"], 1, "the real exit code: {rec}");
     let log = s.log("script");
-    assert!(!log.contains("INJECTED-BY-TEST"), "injected commands ran: {log}");
+    assert!(
+        !log.contains("INJECTED-BY-TEST"),
+        "injected commands ran: {log}"
+    );
     let codes: Vec<&str> = log
         .lines()
         .filter(|l| l.starts_with(">>>>> Test Exit Code:"))
@@ -278,7 +288,10 @@ fn a_panic_in_an_evaluation_is_an_infra_error_record() {
     // Retried once, as every infra error.
     assert!(s.stderr.contains("retrying once"), "{}", s.stderr);
     let summary = s.c.w.sb.summary("m", RUN);
-    assert_eq!(summary["patchgrade"]["outcomes"]["infra_error"], 1, "{summary}");
+    assert_eq!(
+        summary["patchgrade"]["outcomes"]["infra_error"], 1,
+        "{summary}"
+    );
     s.check_run();
 }
 

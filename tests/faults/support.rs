@@ -93,8 +93,15 @@ impl Corpus {
     pub fn add_with(&mut self, case: &str, test_patch: &str, patch: &str) -> String {
         let id = self.id(case);
         let (g, b) = (self.w.gold.clone(), self.w.base.clone());
-        self.rows
-            .push(instance(&id, "acme/widgets", &b, &g, test_patch, &[F2P], &[P2P]));
+        self.rows.push(instance(
+            &id,
+            "acme/widgets",
+            &b,
+            &g,
+            test_patch,
+            &[F2P],
+            &[P2P],
+        ));
         self.preds.push(prediction(&id, "m", Some(patch)));
         id
     }
@@ -212,8 +219,10 @@ impl Corpus {
 
     pub fn file(&self, run_id: &str, case: &str, name: &str) -> String {
         let p = self.eval_dir(run_id, case).join(name);
-        String::from_utf8_lossy(&std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
-            .into_owned()
+        String::from_utf8_lossy(
+            &std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+        )
+        .into_owned()
     }
 
     /// Nothing of the run is left: no container (on `host`), no scratch.
@@ -232,7 +241,10 @@ impl Corpus {
     /// Remove the instance images this corpus built (`--cache-level instance`).
     pub fn remove_images(&self) {
         let listed = docker_out(None, &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
-        for img in listed.lines().filter(|l| l.contains(&format!(".{}-", self.prefix))) {
+        for img in listed
+            .lines()
+            .filter(|l| l.contains(&format!(".{}-", self.prefix)))
+        {
             let _ = Command::new("docker").args(["rmi", img]).output();
         }
     }
@@ -269,7 +281,10 @@ impl Running {
             if t.elapsed() > limit {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                panic!("patchgrade did not end within {limit:?}:\n{}", self.stderr());
+                panic!(
+                    "patchgrade did not end within {limit:?}:\n{}",
+                    self.stderr()
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -294,6 +309,3 @@ pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
 
 /// A test that never ends by itself, and ignores SIGTERM.
 pub const HANG: &str = "    def test_high(self):\n        import signal, time\n        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n        time.sleep(600)\n";
-
-/// A quick passing test.
-pub const QUICK_PASS: &str = HIGH;
