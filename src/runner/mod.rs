@@ -91,6 +91,21 @@ pub struct Ran {
     pub unwritten: Vec<String>,
 }
 
+type TaskResult = Result<Option<Vec<(RecordKey, EvalRecord)>>, tokio::task::JoinError>;
+
+impl Ran {
+    fn collect(&mut self, res: TaskResult) {
+        match res {
+            Ok(Some(rs)) => self.records.extend(rs),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!("an evaluation task failed: {e}");
+                self.failed_tasks += 1;
+            }
+        }
+    }
+}
+
 /// The key that says "these inputs produced that result".
 fn cache_key(job: &Job, patch_sha: Option<&str>, spec_hash: Option<&str>, backend: &str) -> String {
     let i = &job.instance;
@@ -130,7 +145,17 @@ impl Runner {
         });
         let sem = Arc::new(Semaphore::new(workers));
         let mut set = tokio::task::JoinSet::new();
+        let mut ran = Ran {
+            records: BTreeMap::new(),
+            failed_tasks: 0,
+            unwritten: Vec::new(),
+        };
         for (primary, followers) in group_identical(jobs) {
+            // Finished tasks are collected as we go: a finished task keeps
+            // its (large) state until joined, 100,000 of them gigabytes.
+            while let Some(res) = set.try_join_next() {
+                ran.collect(res);
+            }
             // Taken here, not in the task, so evaluations start in input order.
             let Ok(permit) = sem.clone().acquire_owned().await else {
                 break;
@@ -154,20 +179,8 @@ impl Runner {
                 Some(out)
             });
         }
-        let mut ran = Ran {
-            records: BTreeMap::new(),
-            failed_tasks: 0,
-            unwritten: Vec::new(),
-        };
         while let Some(res) = set.join_next().await {
-            match res {
-                Ok(Some(rs)) => ran.records.extend(rs),
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::error!("an evaluation task failed: {e}");
-                    ran.failed_tasks += 1;
-                }
-            }
+            ran.collect(res);
         }
         ran.unwritten = std::mem::take(&mut *self.unwritten_list());
         let _ = events.send(RunEvent::Finished {

@@ -10,5 +10,6 @@
 mod common;
 
 mod in_container;
+mod inputs;
 mod process;
 mod support;

@@ -139,8 +139,6 @@ impl Corpus {
             "preds.jsonl",
             "--run-id",
             run_id,
-            "--backend",
-            "docker",
             "--specs",
             "specs",
             "--mirror-dir",
@@ -153,6 +151,9 @@ impl Corpus {
         .iter()
         .map(|s| s.to_string())
         .collect();
+        if !extra.contains(&"--backend") {
+            a.extend(["--backend".to_string(), "docker".to_string()]);
+        }
         a.extend(extra.iter().map(|s| s.to_string()));
         a
     }
