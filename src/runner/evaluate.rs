@@ -417,7 +417,10 @@ impl<'a> Evaluation<'a> {
         self.dir.write_test_log(&text).map_err(|e| {
             stop(
                 Outcome::InfraError,
-                format!("cannot write test_output.txt: {e}"),
+                format!(
+                    "cannot write {}: {e}",
+                    self.dir.path().join("test_output.txt").display()
+                ),
             )
         })?;
         self.line(format!(

@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod disk;
 mod in_container;
 mod inputs;
 mod process;
