@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod daemon;
 mod disk;
 mod in_container;
 mod inputs;

@@ -106,6 +106,12 @@ impl Corpus {
         id
     }
 
+    /// Forget the rows added so far (same repository and ids, new tests).
+    pub fn clear(&mut self) {
+        self.rows.clear();
+        self.preds.clear();
+    }
+
     pub fn row_mut(&mut self, id: &str) -> &mut Value {
         self.rows
             .iter_mut()

@@ -149,8 +149,20 @@ impl DockerBackend {
         let mut oom_killed_at = None;
         if !timed_out && !cancelled {
             match watch.ended(Duration::from_secs(10)).await {
-                Ended::Died { oom: true } => oom_killed_at = Some(self.args.memory.clone()),
-                Ended::Died { oom: false } => {}
+                Ended::Died {
+                    killed: Some(signal),
+                    ..
+                } => {
+                    guard.remove().await;
+                    return Err(InfraError::Other(format!(
+                        "the test container was stopped from outside (signal {signal}) while the tests ran: the Docker engine shut down or someone stopped it"
+                    )));
+                }
+                Ended::Died { oom, killed: None } => {
+                    if oom {
+                        oom_killed_at = Some(self.args.memory.clone());
+                    }
+                }
                 Ended::EngineLost(why) => {
                     guard.remove().await;
                     return Err(InfraError::Other(format!(

@@ -1,7 +1,10 @@
 //! How a test container ended, from the engine's events: whether the
-//! kernel OOM-killed a process in it, and whether the engine itself went
-//! away while it ran (a daemon restart kills containers; their output then
-//! just stops, which must not be graded as the candidate's).
+//! kernel OOM-killed a process in it, whether it was stopped from outside
+//! (a daemon shutting down stops its containers, an operator may), and
+//! whether the engine went away while it ran. The output of a container
+//! stopped from outside just stops; that must not be graded as the
+//! candidate's. Processes the tests kill inside the container give no
+//! engine event: that stays the candidate's doing.
 //!
 //! The watch subscribes before the container starts and reads that
 //! container's `oom` and `die` events; it does not depend on inspecting the
@@ -18,8 +21,10 @@ use tokio::task::JoinHandle;
 /// What the events said about the container's end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ended {
-    /// It died; `oom` when the kernel OOM-killed a process in it first.
-    Died { oom: bool },
+    /// It died; `oom` when the kernel OOM-killed a process in it first;
+    /// `killed` with the signal when the engine was told to signal it
+    /// (patchgrade itself only does that after it stopped reading).
+    Died { oom: bool, killed: Option<String> },
     /// The event stream broke before the container died: the engine went
     /// away.
     EngineLost(String),
@@ -44,7 +49,10 @@ impl ExitWatch {
         let filters = HashMap::from([
             ("container", vec![id.to_string()]),
             ("type", vec!["container".to_string()]),
-            ("event", vec!["oom".to_string(), "die".to_string()]),
+            (
+                "event",
+                vec!["oom".to_string(), "kill".to_string(), "die".to_string()],
+            ),
         ]);
         let opts = EventsOptionsBuilder::default()
             .since(&since)
@@ -52,12 +60,19 @@ impl ExitWatch {
             .build();
         let mut stream = docker.events(Some(opts));
         let task = tokio::spawn(async move {
-            let mut oom = false;
+            let (mut oom, mut killed) = (false, None);
             loop {
                 match stream.next().await {
                     Some(Ok(ev)) => match ev.action.as_deref() {
                         Some("oom") => oom = true,
-                        Some("die") => return Ended::Died { oom },
+                        Some("kill") => {
+                            let signal = ev
+                                .actor
+                                .and_then(|a| a.attributes)
+                                .and_then(|a| a.get("signal").cloned());
+                            killed = Some(signal.unwrap_or_else(|| "?".into()));
+                        }
+                        Some("die") => return Ended::Died { oom, killed },
                         _ => {}
                     },
                     Some(Err(e)) => return Ended::EngineLost(e.to_string()),
