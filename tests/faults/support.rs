@@ -245,6 +245,12 @@ impl Corpus {
         assert!(scratch.is_empty(), "scratch left in TMPDIR: {scratch:?}");
     }
 
+    /// No scratch left in TMPDIR (a run on the local backend).
+    pub fn assert_nothing_left_on_host(&self) {
+        let left = std::fs::read_dir(self.tmp()).unwrap().count();
+        assert_eq!(left, 0, "scratch left in {}", self.tmp().display());
+    }
+
     /// Remove the instance images this corpus built (`--cache-level instance`).
     pub fn remove_images(&self) {
         let listed = docker_out(None, &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
