@@ -184,3 +184,30 @@ fn a_half_written_record_is_never_read_as_finished() {
     assert_eq!(c.record(run, "gold")["outcome"], "resolved");
     c.assert_nothing_left_on_host();
 }
+
+#[test]
+fn a_record_that_cannot_be_written_is_named_and_exits_3() {
+    let mut c = Corpus::new("fx");
+    c.w.sb.write("specs/widgets.yaml", HOST_SPEC);
+    let (gold, wrong) = (c.w.gold.clone(), c.w.wrong.clone());
+    c.add("gold", HIGH, &gold);
+    c.add("wrong", HIGH, &wrong);
+    c.write();
+    let run = "unwritable";
+    // A folder where the record goes: the final rename onto it fails.
+    let blocked = c.eval_dir(run, "gold").join("patchgrade.json");
+    std::fs::create_dir_all(blocked.join("occupied")).unwrap();
+    let out = c.run(run, &["--backend", "local", "--no-sandbox"], &[]);
+    assert_eq!(out.status.code(), Some(3), "infrastructure failure");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("results could not be written")
+            && err.contains(&format!("{}: cannot write its results to", c.id("gold")))
+            && err.contains(&format!("{}/m/{}", run, c.id("gold"))),
+        "{err}"
+    );
+    // Nothing of it reads as finished: no report.json beside the failure.
+    assert!(!c.eval_dir(run, "gold").join("report.json").exists());
+    assert_eq!(c.record(run, "wrong")["outcome"], "unresolved");
+    c.assert_nothing_left_on_host();
+}
