@@ -69,6 +69,20 @@ pub struct RunOutput {
     pub elapsed: Duration,
     /// Docker: the container's phases.
     pub container: Option<crate::outcome::ContainerTimings>,
+    /// The kernel OOM-killed a process of the run: the memory limit it hit,
+    /// as given (`--memory`).
+    pub oom_killed_at: Option<String>,
+    /// Output past the log cap was dropped.
+    pub capped: Option<LogCap>,
+}
+
+/// The test log hit its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogCap {
+    /// Bytes kept.
+    pub cap: usize,
+    /// Bytes dropped past it.
+    pub dropped: u64,
 }
 
 /// Where an evaluation's files live while it runs.
@@ -194,6 +208,24 @@ impl Backend {
     pub async fn finish(&self) {
         if let Backend::Docker(b) = self {
             b.finish().await;
+        }
+    }
+
+    /// Wait (at most `limit`) until the engine answers; true when it does.
+    /// The local backend is always there.
+    pub async fn wait_ready(&self, limit: Duration) -> bool {
+        match self {
+            Backend::Local(_) => true,
+            Backend::Docker(_) => docker::daemon::wait_answers(limit).await,
+        }
+    }
+
+    /// Remove what killed earlier processes of this run id left running
+    /// (their containers, found by label). Only call it holding the run
+    /// folder's lock.
+    pub async fn remove_stale(&self, run_id: &str) {
+        if let Backend::Docker(b) = self {
+            b.remove_stale(run_id).await;
         }
     }
 

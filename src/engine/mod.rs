@@ -2,6 +2,7 @@
 //! with progress on the terminal, and handles Ctrl-C. Commands that run
 //! tests (`run`, `validate`, `audit --rerun`, `select`) go through it.
 
+mod leftovers;
 mod progress;
 
 use std::collections::BTreeMap;
@@ -18,7 +19,7 @@ use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::{Backend, LocalBackend};
 use crate::outcome::EvalRecord;
 use crate::repo::{RepoCache, RepoSources};
-use crate::rundir::{DockerSetup, RunDir, RunMeta, RunSetup};
+use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup};
 use crate::runner::jobs::{Job, RecordKey};
 use crate::runner::{RunConfig, Runner};
 use crate::spec::{SpecError, SpecSet};
@@ -154,6 +155,10 @@ pub enum EngineError {
     /// The Docker options cannot be used.
     #[error(transparent)]
     DockerConfig(DockerError),
+    /// Another process runs in the same run folder (or its lock cannot be
+    /// taken).
+    #[error(transparent)]
+    Locked(RunDirError),
     #[error("cannot create {what}: {source}")]
     Io {
         what: String,
@@ -166,7 +171,10 @@ impl EngineError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            EngineError::RunId | EngineError::Specs(_) | EngineError::DockerConfig(_)
+            EngineError::RunId
+                | EngineError::Specs(_)
+                | EngineError::DockerConfig(_)
+                | EngineError::Locked(RunDirError::Locked { .. })
         )
     }
 }
@@ -176,6 +184,8 @@ pub struct Engine {
     pub runner: Arc<Runner>,
     pub backend_name: String,
     _work: tempfile::TempDir,
+    /// Held while the engine lives: one process per run folder.
+    _lock: RunLock,
 }
 
 /// What executing jobs gave.
@@ -184,6 +194,9 @@ pub struct Executed {
     pub interrupted: bool,
     /// Evaluation tasks that panicked (a bug; nothing recorded for them).
     pub failed_tasks: usize,
+    /// Results that could not be written (what failed, naming the path);
+    /// nothing is recorded for those evaluations.
+    pub unwritten: Vec<String>,
     pub elapsed: Duration,
 }
 
@@ -226,14 +239,15 @@ impl Engine {
         } else {
             Backend::Local(LocalBackend::new(&cache, repos.clone(), opts.sandbox))
         };
-        let work = tempfile::Builder::new()
-            .prefix("patchgrade-")
-            .tempdir()
-            .map_err(|source| EngineError::Io {
-                what: "a scratch folder".into(),
-                source,
-            })?;
         let rundir = RunDir::new(&opts.log_dir, run_id);
+        let lock = rundir.lock().map_err(EngineError::Locked)?;
+        // Holding the lock: scratch of an earlier process on this run
+        // folder is a killed run's.
+        leftovers::remove_stale_scratch(&rundir.path());
+        let work = leftovers::scratch(&rundir.path()).map_err(|source| EngineError::Io {
+            what: "a scratch folder".into(),
+            source,
+        })?;
         let cfg = RunConfig {
             rundir: rundir.clone(),
             work_root: work.path().to_owned(),
@@ -247,6 +261,7 @@ impl Engine {
             specs,
             repos,
             backend,
+            unwritten: Default::default(),
         });
         rundir
             .create()
@@ -263,6 +278,7 @@ impl Engine {
             runner,
             backend_name,
             _work: work,
+            _lock: lock,
         })
     }
 
@@ -274,6 +290,7 @@ impl Engine {
         let watcher = {
             let interrupted = interrupted.clone();
             let runner = self.runner.clone();
+            let scratch = self.runner.cfg.work_root.clone();
             tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
                     interrupted.store(true, Ordering::SeqCst);
@@ -286,6 +303,8 @@ impl Engine {
                             runner.backend.kill_running(),
                         )
                         .await;
+                        // exit() runs no destructors: the scratch goes by hand.
+                        let _ = std::fs::remove_dir_all(&scratch);
                         std::process::exit(EXIT_INTERRUPTED);
                     }
                 }
@@ -296,6 +315,11 @@ impl Engine {
         let (tx, rx) = mpsc::unbounded_channel();
         let reporter = tokio::spawn(progress::terminal(rx));
         let started = Instant::now();
+        // Containers of a killed earlier process on this run id.
+        self.runner
+            .backend
+            .remove_stale(self.runner.cfg.rundir.run_id())
+            .await;
         let ran = self.runner.clone().run(jobs, tx, cancel_rx).await;
         let _ = reporter.await;
         watcher.abort();
@@ -304,6 +328,7 @@ impl Engine {
             records: ran.records,
             interrupted: interrupted.load(Ordering::SeqCst),
             failed_tasks: ran.failed_tasks,
+            unwritten: ran.unwritten,
             elapsed: started.elapsed(),
         }
     }

@@ -120,7 +120,13 @@ impl EvalDir {
         } else if report.exists() {
             std::fs::remove_file(&report)?;
         }
-        write_json_atomic(&self.0.join(RECORD_FILE), record)
+        let written = write_json_atomic(&self.0.join(RECORD_FILE), record);
+        if written.is_err() {
+            // No record: the evaluation did not finish, and a report.json
+            // alone would be read as finished by the reference's tooling.
+            let _ = std::fs::remove_file(&report);
+        }
+        written
     }
 
     /// The record, or None when the evaluation did not finish.

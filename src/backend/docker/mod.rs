@@ -14,10 +14,13 @@
 
 pub mod archive;
 pub mod cache;
+pub mod capped;
 pub mod containers;
 pub mod daemon;
 mod evict;
+pub mod exits;
 pub mod images;
+pub mod stale;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
