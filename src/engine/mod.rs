@@ -133,6 +133,11 @@ impl EngineOptions {
                     .into()
                 }),
                 cache_budget: d.cache_budget.clone(),
+                python_dirs: d
+                    .python_dirs
+                    .iter()
+                    .map(|p| format!("{}={}", p.version, p.prefix.display()))
+                    .collect(),
                 memory: d.memory.clone(),
                 cpus: d.cpus,
                 pids_limit: d.pids_limit,
@@ -201,6 +206,30 @@ pub struct Executed {
 }
 
 impl Engine {
+    /// The interpreters the run's images got, into run.json (they are
+    /// resolved as evaluations need them, after run.json was first written).
+    /// A failure to write is logged: the results are already recorded.
+    fn record_pythons(&self) {
+        let pythons: Vec<_> = self
+            .runner
+            .backend
+            .interpreters()
+            .iter()
+            .map(|i| i.record())
+            .collect();
+        if pythons.is_empty() {
+            return;
+        }
+        let rundir = &self.runner.cfg.rundir;
+        let Some(mut meta) = rundir.meta() else {
+            return;
+        };
+        meta.pythons = pythons;
+        if let Err(e) = rundir.write_meta(&meta) {
+            tracing::warn!("cannot record the interpreters in run.json: {e}");
+        }
+    }
+
     pub fn build(
         opts: &EngineOptions,
         run_id: &str,
@@ -324,6 +353,7 @@ impl Engine {
         let _ = reporter.await;
         watcher.abort();
         self.runner.backend.finish().await;
+        self.record_pythons();
         Executed {
             records: ran.records,
             interrupted: interrupted.load(Ordering::SeqCst),

@@ -63,6 +63,10 @@ pub struct RunMeta {
     pub dataset_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<RunSetup>,
+    /// The Python interpreters the run's images got (Docker), written when
+    /// the run ends: they are resolved as evaluations need them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pythons: Vec<crate::python::InterpreterRecord>,
 }
 
 /// Where a run's tests came from and how they ran: everything, besides the
@@ -108,6 +112,9 @@ pub struct DockerSetup {
     /// `--cache-budget` as given (None: the default rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_budget: Option<String>,
+    /// `--python-dir` entries (`X.Y=PREFIX`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub python_dirs: Vec<String>,
     pub memory: String,
     pub cpus: f64,
     pub pids_limit: i64,
@@ -126,6 +133,7 @@ impl RunMeta {
                 .unwrap_or(0),
             dataset_sha256: file_sha256(dataset),
             setup: None,
+            pythons: Vec::new(),
         }
     }
 
