@@ -157,7 +157,7 @@ impl EvalDir {
         if let Some(u) = &record.ungradable {
             return Some(Err(u.clone()));
         }
-        let spec = specs.lookup(&inst.repo, &inst.version).ok()?;
+        let spec = specs.for_instance(inst).ok()?;
         let log = self.test_log()?;
         Some(crate::grade::logs_eval(spec.spec.log_parser, &log))
     }

@@ -198,8 +198,8 @@ impl<'a> Evaluation<'a> {
 
     fn resolve_spec(&mut self) -> Step<ResolvedSpec> {
         let inst = &self.job.instance;
-        let rs = match self.runner.specs.lookup(&inst.repo, &inst.version) {
-            Ok(rs) => rs.clone(),
+        let rs = match self.runner.specs.for_instance(inst) {
+            Ok(rs) => rs.into_owned(),
             Err(e) => return Err(stop(Outcome::EnvironmentBuildFailed, e.to_string())),
         };
         self.line(format!(

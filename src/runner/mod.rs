@@ -338,7 +338,7 @@ impl Runner {
 
     fn spec_hash(&self, job: &Job) -> Option<String> {
         self.specs
-            .lookup(&job.instance.repo, &job.instance.version)
+            .for_instance(&job.instance)
             .ok()
             .map(|s| s.spec.hash())
     }
