@@ -1,4 +1,5 @@
-//! Where the eval script runs: on the host (local) or in containers (docker).
+//! Where the eval script runs: on the host (local), in containers (docker)
+//! or in swarm services across machines (swarm).
 //!
 //! A backend prepares an environment for a spec (cached, shared across
 //! instances) and runs one eval script against one candidate tree with a
@@ -7,6 +8,7 @@
 
 pub mod docker;
 pub mod local;
+pub mod swarm;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -80,12 +82,14 @@ pub struct Workspace {
 
 pub use docker::{DockerBackend, DockerEnv};
 pub use local::{LocalBackend, LocalEnv};
+pub use swarm::{SwarmBackend, SwarmEnv};
 
 /// The backends patchgrade can run on.
 #[derive(Debug)]
 pub enum Backend {
     Local(LocalBackend),
     Docker(Box<DockerBackend>),
+    Swarm(Box<SwarmBackend>),
 }
 
 /// A prepared environment, by backend.
@@ -93,6 +97,7 @@ pub enum Backend {
 pub enum Env {
     Local(LocalEnv),
     Docker(DockerEnv),
+    Swarm(SwarmEnv),
 }
 
 impl Env {
@@ -101,6 +106,7 @@ impl Env {
         match self {
             Env::Local(e) => e.describe(),
             Env::Docker(e) => e.describe(),
+            Env::Swarm(e) => e.describe(),
         }
     }
 }
@@ -110,6 +116,7 @@ impl Backend {
         match self {
             Backend::Local(_) => "local",
             Backend::Docker(_) => "docker",
+            Backend::Swarm(_) => "swarm",
         }
     }
 
@@ -117,7 +124,7 @@ impl Backend {
     pub fn testbed(&self, ws: &Workspace) -> String {
         match self {
             Backend::Local(_) => ws.tree.display().to_string(),
-            Backend::Docker(_) => docker::images::TESTBED.to_string(),
+            Backend::Docker(_) | Backend::Swarm(_) => docker::images::TESTBED.to_string(),
         }
     }
 
@@ -130,6 +137,7 @@ impl Backend {
         match self {
             Backend::Local(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Local),
             Backend::Docker(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Docker),
+            Backend::Swarm(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Swarm),
         }
     }
 
@@ -144,7 +152,9 @@ impl Backend {
         match (self, env) {
             (Backend::Local(b), Env::Local(e)) => b.prepare_workspace(e, spec, ws).await,
             // pre_install and install ran in the instance image.
-            (Backend::Docker(_), Env::Docker(_)) => Ok(Some(docker::images::activate_line())),
+            (Backend::Docker(_), Env::Docker(_)) | (Backend::Swarm(_), Env::Swarm(_)) => {
+                Ok(Some(docker::images::activate_line()))
+            }
             _ => Err(EnvError::Other("environment of another backend".into())),
         }
     }
@@ -163,21 +173,35 @@ impl Backend {
             (Backend::Docker(b), Env::Docker(e)) => {
                 b.run(e, spec, ws, script, timeout, cancel).await
             }
+            (Backend::Swarm(b), Env::Swarm(e)) => b.run(e, spec, ws, script, timeout, cancel).await,
             _ => Err(InfraError::Other("environment of another backend".into())),
         }
     }
 
     /// End of a run: the docker backend removes images per `--cache-level`.
     pub async fn finish(&self) {
-        if let Backend::Docker(b) = self {
-            b.finish().await;
+        match self {
+            Backend::Docker(b) => b.finish().await,
+            Backend::Swarm(b) => b.finish().await,
+            Backend::Local(_) => {}
+        }
+    }
+
+    /// Where the evaluation in `ws` ran, for backends with several machines
+    /// (asked once, after `run`).
+    pub fn placement(&self, ws: &Workspace) -> Option<String> {
+        match self {
+            Backend::Swarm(b) => b.placement(ws),
+            _ => None,
         }
     }
 
     /// Stop everything running now (second Ctrl-C): removes containers.
     pub async fn kill_running(&self) {
-        if let Backend::Docker(b) = self {
-            b.kill_running().await;
+        match self {
+            Backend::Docker(b) => b.kill_running().await,
+            Backend::Swarm(b) => b.kill_running().await,
+            Backend::Local(_) => {}
         }
     }
 }

@@ -14,7 +14,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::backend::docker::daemon::answers as daemon_answers;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
-use crate::backend::{Backend, LocalBackend};
+use crate::backend::swarm::{SwarmError, SwarmOptions};
+use crate::backend::{Backend, LocalBackend, SwarmBackend};
 use crate::outcome::EvalRecord;
 use crate::repo::{RepoCache, RepoSources};
 use crate::rundir::{RunDir, RunMeta};
@@ -33,6 +34,8 @@ pub enum BackendChoice {
     Auto,
     Docker,
     Local,
+    /// Docker Swarm services, images from a registry.
+    Swarm,
 }
 
 /// Where repositories and specs come from, where caches live.
@@ -100,6 +103,7 @@ pub struct EngineOptions {
     /// Local backend: use bubblewrap where it is installed.
     pub sandbox: bool,
     pub docker: DockerOptions,
+    pub swarm: SwarmOptions,
     pub sources: Sources,
 }
 
@@ -116,6 +120,9 @@ pub enum EngineError {
     /// The Docker options cannot be used.
     #[error(transparent)]
     DockerConfig(DockerError),
+    /// The swarm options cannot be used.
+    #[error(transparent)]
+    SwarmConfig(SwarmError),
     #[error("cannot create {what}: {source}")]
     Io {
         what: String,
@@ -128,7 +135,10 @@ impl EngineError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            EngineError::RunId | EngineError::Specs(_) | EngineError::DockerConfig(_)
+            EngineError::RunId
+                | EngineError::Specs(_)
+                | EngineError::DockerConfig(_)
+                | EngineError::SwarmConfig(_)
         )
     }
 }
@@ -163,7 +173,7 @@ impl Engine {
         let repos = opts.sources.repo_cache(dataset_path);
         let use_docker = match opts.backend {
             BackendChoice::Local => false,
-            BackendChoice::Docker => {
+            BackendChoice::Docker | BackendChoice::Swarm => {
                 daemon_answers().map_err(EngineError::NoDaemon)?;
                 true
             }
@@ -175,7 +185,18 @@ impl Engine {
                 }
             },
         };
-        let backend = if use_docker {
+        let backend = if opts.backend == BackendChoice::Swarm {
+            let b = SwarmBackend::new(
+                opts.docker.clone(),
+                opts.swarm.clone(),
+                &cache,
+                &opts.log_dir,
+                repos.clone(),
+                run_id,
+            )
+            .map_err(EngineError::SwarmConfig)?;
+            Backend::Swarm(Box::new(b))
+        } else if use_docker {
             let b = DockerBackend::new(
                 opts.docker.clone(),
                 &cache,

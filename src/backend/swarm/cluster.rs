@@ -1,0 +1,212 @@
+//! The swarm as a whole: the manager check, the networks services join,
+//! node names, and the removal of services and configs that a killed run
+//! of this host left behind (found by label).
+
+use std::collections::HashMap;
+
+use bollard::models::{LocalNodeState, NetworkCreateRequest, NodeState};
+use bollard::query_parameters::{
+    ListConfigsOptionsBuilder, ListNetworksOptionsBuilder, ListServicesOptionsBuilder,
+};
+use bollard::Docker;
+
+use super::{call, locked, Owner, SwarmBackend, SwarmError};
+use crate::backend::docker::daemon::is_status;
+
+/// The overlay of evaluations without network: `--internal`, so a task has
+/// no route off its overlay and no gateway bridge.
+pub const NET_INTERNAL: &str = "patchgrade-internal";
+/// The overlay of specs that opt into network.
+pub const NET_OPEN: &str = "patchgrade-open";
+
+/// Labels every object of the backend carries.
+pub const LABEL: &str = "patchgrade.swarm";
+pub const LABEL_HOST: &str = "patchgrade.host";
+pub const LABEL_PID: &str = "patchgrade.pid";
+pub const LABEL_RUN: &str = "patchgrade.run_id";
+
+impl Owner {
+    pub(super) fn labels(&self) -> HashMap<String, String> {
+        HashMap::from([
+            (LABEL.to_string(), "1".to_string()),
+            (LABEL_HOST.to_string(), self.host.clone()),
+            (LABEL_PID.to_string(), self.pid.to_string()),
+            (LABEL_RUN.to_string(), self.run_id.clone()),
+        ])
+    }
+}
+
+/// This machine's name, as labels record it.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Whether a process of this host with that pid is alive.
+fn alive(pid: u32) -> bool {
+    // SAFETY: kill(2) with signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// The engine must be an active manager: services are created there.
+pub(super) async fn check_manager(docker: &Docker) -> Result<(), SwarmError> {
+    let info = call("info", docker.info()).await?;
+    let swarm = info.swarm.unwrap_or_default();
+    let state = swarm.local_node_state.unwrap_or(LocalNodeState::EMPTY);
+    if state != LocalNodeState::ACTIVE || swarm.control_available != Some(true) {
+        return Err(SwarmError::NotManager {
+            state: format!(
+                "{state}, manager: {}",
+                swarm.control_available == Some(true)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Whether a labelled object was left by a dead process of this host (a
+/// live one's, or another host's, are not ours to judge).
+fn stale(labels: &HashMap<String, String>, owner: &Owner) -> bool {
+    labels.get(LABEL_HOST) == Some(&owner.host)
+        && labels
+            .get(LABEL_PID)
+            .and_then(|p| p.parse::<u32>().ok())
+            .is_some_and(|pid| pid != owner.pid && !alive(pid))
+}
+
+/// Remove services, then configs, that killed runs of this host left.
+pub(super) async fn remove_stale(docker: &Docker, owner: &Owner) {
+    let filters = HashMap::from([("label", vec![LABEL])]);
+    let opts = ListServicesOptionsBuilder::default()
+        .filters(&filters)
+        .build();
+    let services = call("list services", docker.list_services(Some(opts)))
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!("cannot look for services of killed runs: {e}");
+            Vec::new()
+        });
+    let mut objects = Vec::new();
+    for s in services {
+        let labels = s
+            .spec
+            .as_ref()
+            .and_then(|sp| sp.labels.clone())
+            .unwrap_or_default();
+        if let (true, Some(id)) = (stale(&labels, owner), s.id) {
+            objects.push(super::jobs::Object::Service(id));
+        }
+    }
+    let opts = ListConfigsOptionsBuilder::default()
+        .filters(&filters)
+        .build();
+    let configs = call("list configs", docker.list_configs(Some(opts)))
+        .await
+        .unwrap_or_default();
+    for c in configs {
+        let labels = c
+            .spec
+            .as_ref()
+            .and_then(|sp| sp.labels.clone())
+            .unwrap_or_default();
+        if let (true, Some(id)) = (stale(&labels, owner), c.id) {
+            objects.push(super::jobs::Object::Config(id));
+        }
+    }
+    if !objects.is_empty() {
+        tracing::warn!(
+            "removing {} services and configs left by killed runs",
+            objects.len()
+        );
+        super::jobs::remove_all(docker, objects).await;
+    }
+}
+
+/// Create the overlay network `name` unless it exists.
+pub(super) async fn ensure_network(
+    docker: &Docker,
+    name: &str,
+    internal: bool,
+) -> Result<(), SwarmError> {
+    let filters = HashMap::from([("name", vec![name])]);
+    let opts = ListNetworksOptionsBuilder::default()
+        .filters(&filters)
+        .build();
+    let found = call("list networks", docker.list_networks(Some(opts))).await?;
+    if found.iter().any(|n| n.name.as_deref() == Some(name)) {
+        return Ok(());
+    }
+    let req = NetworkCreateRequest {
+        name: name.to_string(),
+        driver: Some("overlay".into()),
+        internal: Some(internal),
+        attachable: Some(false),
+        labels: Some(HashMap::from([(LABEL.to_string(), "1".to_string())])),
+        ..Default::default()
+    };
+    match docker.create_network(req).await {
+        Ok(_) => Ok(()),
+        // Another run made it at the same moment.
+        Err(e) if is_status(&e, &[409]) => Ok(()),
+        Err(source) => Err(SwarmError::Api {
+            op: format!("create network {name}"),
+            source,
+        }),
+    }
+}
+
+impl SwarmBackend {
+    /// A node's hostname and whether it is still ready.
+    pub(super) async fn node(&self, id: &str) -> Result<(String, NodeState), SwarmError> {
+        let docker = self.docker().await?;
+        let node = call("inspect node", docker.inspect_node(id)).await?;
+        let name = node
+            .description
+            .and_then(|d| d.hostname)
+            .unwrap_or_else(|| id.to_string());
+        locked(&self.nodes).insert(id.to_string(), name.clone());
+        let state = node
+            .status
+            .and_then(|s| s.state)
+            .unwrap_or(NodeState::UNKNOWN);
+        Ok((name, state))
+    }
+
+    /// A node's hostname, from the cache when known.
+    pub(super) async fn node_name(&self, id: &str) -> String {
+        if let Some(n) = locked(&self.nodes).get(id) {
+            return n.clone();
+        }
+        match self.node(id).await {
+            Ok((name, _)) => name,
+            Err(_) => id.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_dead_processes_of_this_host_are_stale() {
+        let me = Owner {
+            host: "h1".into(),
+            pid: std::process::id(),
+            run_id: "r".into(),
+        };
+        let mut labels = me.labels();
+        assert!(!stale(&labels, &me), "this process's own objects");
+        labels.insert(LABEL_PID.into(), "1".into());
+        assert!(!stale(&labels, &me), "pid 1 is alive");
+        // A pid above the kernel's maximum cannot be alive.
+        labels.insert(LABEL_PID.into(), "4194305".into());
+        assert!(stale(&labels, &me));
+        labels.insert(LABEL_HOST.into(), "h2".into());
+        assert!(!stale(&labels, &me), "another host's");
+    }
+}
