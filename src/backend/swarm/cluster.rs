@@ -53,7 +53,8 @@ fn alive(pid: u32) -> bool {
 }
 
 /// The engine must be an active manager: services are created there.
-pub(super) async fn check_manager(docker: &Docker) -> Result<(), SwarmError> {
+/// Returns the engine's major version.
+pub(super) async fn check_manager(docker: &Docker) -> Result<u32, SwarmError> {
     let info = call("info", docker.info()).await?;
     let swarm = info.swarm.unwrap_or_default();
     let state = swarm.local_node_state.unwrap_or(LocalNodeState::EMPTY);
@@ -65,7 +66,12 @@ pub(super) async fn check_manager(docker: &Docker) -> Result<(), SwarmError> {
             ),
         });
     }
-    Ok(())
+    let version = info.server_version.unwrap_or_default();
+    Ok(version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0))
 }
 
 /// Whether a labelled object was left by a dead process of this host (a

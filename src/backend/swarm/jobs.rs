@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use bollard::models::{
     ConfigSpec, Limit, NetworkAttachmentConfig, ResourceObject, ServiceSpec, ServiceSpecMode,
-    ServiceSpecModeReplicatedJob, TaskSpec, TaskSpecContainerSpec, TaskSpecContainerSpecConfigs,
+    ServiceSpecModeReplicated, ServiceSpecModeReplicatedJob, TaskSpec, TaskSpecContainerSpec, TaskSpecContainerSpecConfigs,
     TaskSpecContainerSpecFile1, TaskSpecLogDriver, TaskSpecResources, TaskSpecRestartPolicy,
     TaskSpecRestartPolicyConditionEnum, TaskState,
 };
@@ -132,6 +132,7 @@ impl SwarmBackend {
             docker: docker.clone(),
             objects: Vec::new(),
             live: self.live.clone(),
+            removed: self.removed.clone(),
             armed: true,
         };
         let labels = self.owner.labels();
@@ -266,12 +267,21 @@ impl SwarmBackend {
             name: Some(name.to_string()),
             labels: Some(labels),
             task_template: Some(task),
-            mode: Some(ServiceSpecMode {
-                replicated_job: Some(ServiceSpecModeReplicatedJob {
-                    max_concurrent: Some(1),
-                    total_completions: Some(1),
-                }),
-                ..Default::default()
+            mode: Some(if self.jobs.load(Ordering::Relaxed) {
+                ServiceSpecMode {
+                    replicated_job: Some(ServiceSpecModeReplicatedJob {
+                        max_concurrent: Some(1),
+                        total_completions: Some(1),
+                    }),
+                    ..Default::default()
+                }
+            } else {
+                // One task, never restarted (restart condition none): a job
+                // in all but name, whose container the engine removes.
+                ServiceSpecMode {
+                    replicated: Some(ServiceSpecModeReplicated { replicas: Some(1) }),
+                    ..Default::default()
+                }
             }),
             ..Default::default()
         }
@@ -398,6 +408,22 @@ fn nonce() -> String {
     format!("{t:08x}")
 }
 
+/// Wait (at most 30 s in all) until the tasks of removed services are gone:
+/// their containers hold the images that the end of a run may remove.
+pub async fn wait_gone(docker: &Docker, services: &[String]) {
+    let until = Instant::now() + Duration::from_secs(30);
+    for id in services {
+        let filters = HashMap::from([("service", vec![id.as_str()])]);
+        while Instant::now() < until {
+            let opts = ListTasksOptionsBuilder::default().filters(&filters).build();
+            match call("list tasks", docker.list_tasks(Some(opts))).await {
+                Ok(t) if !t.is_empty() => tokio::time::sleep(POLL).await,
+                _ => break,
+            }
+        }
+    }
+}
+
 /// Remove objects: services first (a config in use cannot go), waiting for
 /// the configs to be free.
 pub async fn remove_all(docker: &Docker, objects: Vec<Object>) {
@@ -438,12 +464,16 @@ struct Guard {
     docker: Docker,
     objects: Vec<Object>,
     live: Arc<Mutex<HashSet<Object>>>,
+    removed: Arc<Mutex<Vec<String>>>,
     armed: bool,
 }
 
 impl Guard {
     fn add(&mut self, o: Object) {
         locked(&self.live).insert(o.clone());
+        if let Object::Service(id) = &o {
+            locked(&self.removed).push(id.clone());
+        }
         self.objects.push(o);
     }
 

@@ -140,6 +140,11 @@ pub struct SwarmBackend {
     /// Builds the images, on the same engine.
     docker: DockerBackend,
     conn: tokio::sync::OnceCell<Docker>,
+    /// Whether the manager's engine removes a deleted `replicated-job`
+    /// service's tasks (23.0 and later, swarmkit#3112); before, jobs left
+    /// their containers behind, so one-replica services that never
+    /// restart are used instead.
+    jobs: std::sync::atomic::AtomicBool,
     registry: String,
     memory: i64,
     nano_cpus: i64,
@@ -150,6 +155,9 @@ pub struct SwarmBackend {
     push_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Services and configs alive now, removed by `kill_running`.
     live: Arc<Mutex<HashSet<jobs::Object>>>,
+    /// Services removed in this run, whose task containers the nodes
+    /// remove afterwards (waited for at the end of the run).
+    removed: Arc<Mutex<Vec<String>>>,
     /// Node that ran each workspace's evaluation, taken by `placement`.
     placed: Mutex<HashMap<PathBuf, String>>,
     /// Node hostnames by id.
@@ -181,6 +189,7 @@ impl SwarmBackend {
         Ok(SwarmBackend {
             docker,
             conn: tokio::sync::OnceCell::new(),
+            jobs: std::sync::atomic::AtomicBool::new(false),
             registry,
             memory,
             nano_cpus,
@@ -193,6 +202,7 @@ impl SwarmBackend {
             pushed: Mutex::default(),
             push_locks: Mutex::default(),
             live: Arc::default(),
+            removed: Arc::default(),
             placed: Mutex::default(),
             nodes: Mutex::default(),
             seq: AtomicU64::new(0),
@@ -205,7 +215,9 @@ impl SwarmBackend {
         self.conn
             .get_or_try_init(|| async {
                 let docker = super::docker::daemon::connect().await?;
-                cluster::check_manager(&docker).await?;
+                let major = cluster::check_manager(&docker).await?;
+                self.jobs
+                    .store(major >= 23, std::sync::atomic::Ordering::Relaxed);
                 cluster::remove_stale(&docker, &self.owner).await;
                 cluster::ensure_network(&docker, cluster::NET_INTERNAL, true).await?;
                 Ok(docker)
@@ -233,6 +245,10 @@ impl SwarmBackend {
     /// registry tags of this run and the docker backend's image cleanup.
     pub async fn finish(&self) {
         self.kill_running().await;
+        if let Some(docker) = self.conn.get() {
+            let removed: Vec<String> = locked(&self.removed).drain(..).collect();
+            jobs::wait_gone(docker, &removed).await;
+        }
         // Tags first: a registry tag would keep an image the docker
         // backend's cleanup removes.
         if let Some(docker) = self.conn.get() {

@@ -1,0 +1,308 @@
+//! End-to-end tests of `patchgrade run --backend swarm` on a real swarm of
+//! private Docker engines that the test starts (see `swarm/harness.rs`):
+//! the same instances and patches give the same verdicts as
+//! `--backend docker` on the machine's engine, the tasks have no network,
+//! and no service, config or container is left after a run, a timed-out
+//! evaluation, Ctrl-C, or a killed run (removed at the next start).
+//!
+//! Without root, dockerd, nsenter, iproute2 or docker-registry these tests
+//! skip, printing why, unless PATCHGRADE_REQUIRE_DOCKER=1 (set by .ci/run),
+//! where they fail.
+
+mod common;
+#[path = "swarm/harness.rs"]
+mod harness;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::widgets::*;
+use common::*;
+use harness::*;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const UNITTEST_SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+
+/// The address and port of the listener the tasks must not reach.
+const LISTEN_ADDR: &str = "10.234.0.2";
+const LISTEN_PORT: u16 = 18080;
+const REGISTRY: &str = "127.0.0.1:15000";
+
+/// `patchgrade ARGS` in the sandbox, against `docker_host` when given.
+fn pg_cmd(sb: &Sandbox, docker_host: Option<&str>, args: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(args)
+        .current_dir(sb.path())
+        .env("PATCHGRADE_CACHE", sb.cache())
+        .env_remove("PATCHGRADE_MIRROR_DIR");
+    match docker_host {
+        Some(h) => c.env("DOCKER_HOST", h),
+        None => c.env_remove("DOCKER_HOST"),
+    };
+    c
+}
+
+fn pg(sb: &Sandbox, docker_host: Option<&str>, args: &[&str]) -> Output {
+    let t = Instant::now();
+    let out = pg_cmd(sb, docker_host, args).output().expect("patchgrade");
+    eprintln!(
+        "patchgrade {} ({:.1}s)\n--- stderr ---\n{}\n--- exit {:?}",
+        args.join(" "),
+        t.elapsed().as_secs_f64(),
+        String::from_utf8_lossy(&out.stderr),
+        out.status.code()
+    );
+    out
+}
+
+fn pg_spawn(sb: &Sandbox, docker_host: &str, args: &[&str]) -> Child {
+    pg_cmd(sb, Some(docker_host), args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("patchgrade")
+}
+
+/// Common arguments of a run of the widgets dataset.
+fn run_args<'a>(dataset: &'a str, run_id: &'a str, backend: &'a str) -> Vec<&'a str> {
+    let preds = if dataset == "hang.jsonl" {
+        "hang-preds.jsonl"
+    } else {
+        "preds.jsonl"
+    };
+    vec![
+        "run",
+        "--dataset",
+        dataset,
+        "--predictions",
+        preds,
+        "--run-id",
+        run_id,
+        "--backend",
+        backend,
+        "--specs",
+        "specs",
+        "--mirror-dir",
+        "mirrors",
+        "--max-workers",
+        "2",
+        "--base-image",
+        "none",
+        "--cpus",
+        "0.5",
+        "--memory",
+        "512m",
+    ]
+}
+
+/// The widgets fixture as four instances (gold, wrong, empty, and a test
+/// that must not reach the listener), and a fifth that hangs, in its own
+/// dataset.
+fn fixture() -> Widgets {
+    let w = Widgets::new(UNITTEST_SPEC, &[]);
+    let high = w.test_patch.clone();
+    let net = w.tests_adding(&format!(
+        "    def test_high(self):\n        import socket\n        with self.assertRaises(OSError):\n            socket.create_connection((\"{LISTEN_ADDR}\", {LISTEN_PORT}), timeout=3)\n"
+    ));
+    let hang =
+        w.tests_adding("    def test_high(self):\n        import time\n        time.sleep(600)\n");
+    let row = |id: &str, tp: &str| instance(id, "acme/widgets", &w.base, &w.gold, tp, &[F2P], &[P2P]);
+    w.sb.write(
+        "dataset.jsonl",
+        &jsonl(&[
+            row("w-gold", &high),
+            row("w-wrong", &high),
+            row("w-empty", &high),
+            row("w-net", &net),
+        ]),
+    );
+    w.sb.write("hang.jsonl", &jsonl(&[row("w-hang", &hang)]));
+    w.sb.write(
+        "preds.jsonl",
+        &jsonl(&[
+            prediction("w-gold", "m", Some(&w.gold)),
+            prediction("w-wrong", "m", Some(&w.wrong)),
+            prediction("w-empty", "m", None),
+            prediction("w-net", "m", Some(&w.gold)),
+        ]),
+    );
+    w.sb.write(
+        "hang-preds.jsonl",
+        &jsonl(&[prediction("w-hang", "m", Some(&w.gold))]),
+    );
+    w
+}
+
+const IDS: [&str; 4] = ["w-gold", "w-wrong", "w-empty", "w-net"];
+
+/// Run the dataset on the machine's engine with `--backend docker`, keep
+/// the instance images long enough to save their ancestors into
+/// `images.tar`, then remove them.
+fn docker_reference(w: &Widgets) {
+    let mut a = run_args("dataset.jsonl", "dk", "docker");
+    a.extend(["--cache-level", "instance"]);
+    let out = pg(&w.sb, None, &a);
+    assert!(out.status.success(), "docker run failed");
+    let image = image_of(&w.sb.record("dk", "m", "w-gold"));
+    save_ancestors(&image, &w.sb.path().join("images.tar"));
+    for id in IDS {
+        let name = image_of(&w.sb.record("dk", "m", id));
+        if !name.is_empty() {
+            let _ = run(Command::new("docker").args(["rmi", &name]));
+        }
+    }
+}
+
+/// A one-node swarm in namespace `ns1`, with the machine's base images
+/// loaded and a registry on loopback; `ns2` holds the listener.
+struct OneNode {
+    engine: Engine,
+    _registry: Registry,
+    listener: Listener,
+    ns1: Netns,
+    _ns2: Netns,
+}
+
+fn one_node(w: &Widgets) -> OneNode {
+    let t = tag();
+    let ns1 = Netns::new(&format!("pgsw{t}n1"));
+    let ns2 = Netns::new(&format!("pgsw{t}n2"));
+    link(&ns1, "10.234.0.1", &ns2, LISTEN_ADDR);
+    let listener = Listener::start(&ns2, LISTEN_ADDR, LISTEN_PORT, w.sb.path().join("listener.out"));
+    let engine = Engine::start(
+        &ns1,
+        std::env::temp_dir().join(format!("pgsw-{t}-e1")),
+        &["--default-address-pool", "base=10.237.0.0/16,size=24"],
+    );
+    engine.docker_ok(&[
+        "swarm",
+        "init",
+        "--advertise-addr",
+        "10.234.0.1",
+        "--listen-addr",
+        "10.234.0.1:2377",
+        "--default-addr-pool",
+        "10.238.0.0/16",
+    ]);
+    let tar = w.sb.path().join("images.tar");
+    engine.docker_ok(&["load", "-i", tar.to_str().unwrap()]);
+    let registry = Registry::start(&ns1, &w.sb.path().join("registry"), REGISTRY);
+    OneNode {
+        engine,
+        _registry: registry,
+        listener,
+        ns1,
+        _ns2: ns2,
+    }
+}
+
+/// Wait until patchgrade has a service on the engine.
+fn wait_for_service(e: &Engine, child: &mut Child) {
+    let t = Instant::now();
+    loop {
+        let s = e.docker_ok(&["service", "ls", "-q", "--filter", "label=patchgrade.swarm"]);
+        if !s.is_empty() {
+            return;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("patchgrade ended ({st}) before it made a service");
+        }
+        assert!(t.elapsed() < Duration::from_secs(180), "no service after 180 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            panic!("patchgrade did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn swarm_single_node_matches_docker_and_leaves_nothing() {
+    if !ready("swarm_single_node_matches_docker_and_leaves_nothing") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let w = fixture();
+    docker_reference(&w);
+    let c = one_node(&w);
+    let host = c.engine.sock.clone();
+
+    // The same instances and patches on the swarm.
+    let mut a = run_args("dataset.jsonl", "sw", "swarm");
+    a.extend(["--registry", REGISTRY]);
+    let out = pg(&w.sb, Some(&host), &a);
+    assert!(out.status.success(), "swarm run failed");
+    for id in IDS {
+        let (dk, sw) = (w.sb.record("dk", "m", id), w.sb.record("sw", "m", id));
+        assert_eq!(verdict(&dk), verdict(&sw), "{id}: docker vs swarm");
+        assert_eq!(sw["backend"], "swarm");
+    }
+    assert_eq!(w.sb.outcome("sw", "m", "w-gold"), "resolved");
+    assert_eq!(w.sb.outcome("sw", "m", "w-wrong"), "unresolved");
+    assert_eq!(w.sb.outcome("sw", "m", "w-empty"), "empty_patch");
+    // The connect failed inside the task (test_high passed) and the
+    // listener saw nothing from it.
+    assert_eq!(w.sb.outcome("sw", "m", "w-net"), "resolved");
+    let env = w.sb.record("sw", "m", "w-gold")["environment"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(env.contains(&format!("{REGISTRY}/")) && env.contains("@sha256:"), "{env}");
+    assert!(env.contains(" on node "), "{env}");
+    assert_eq!(c.engine.settled(), "", "left after a run");
+    assert!(c.listener.accepted().is_empty(), "{:?}", c.listener.accepted());
+    // The listener is reachable from the node itself: the task's failure
+    // was its network's doing.
+    ok(c
+        .ns1
+        .cmd("bash")
+        .args(["-c", &format!("echo > /dev/tcp/{LISTEN_ADDR}/{LISTEN_PORT}")]));
+    let t = Instant::now();
+    while c.listener.accepted().is_empty() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(c.listener.accepted(), ["10.234.0.1"]);
+
+    // A timed-out evaluation: its service is removed.
+    let mut a = run_args("hang.jsonl", "to", "swarm");
+    a.extend(["--registry", REGISTRY, "--timeout", "5"]);
+    let out = pg(&w.sb, Some(&host), &a);
+    assert!(out.status.success(), "timeout run failed");
+    assert_eq!(w.sb.outcome("to", "m", "w-hang"), "tests_timed_out");
+    assert_eq!(c.engine.settled(), "", "left after a timeout");
+
+    // Ctrl-C while the evaluation runs.
+    let mut a = run_args("hang.jsonl", "int", "swarm");
+    a.extend(["--registry", REGISTRY]);
+    let mut child = pg_spawn(&w.sb, &host, &a);
+    wait_for_service(&c.engine, &mut child);
+    ok(Command::new("kill").args(["-INT", &child.id().to_string()]));
+    let st = wait_exit(&mut child, Duration::from_secs(120));
+    assert_eq!(st.code(), Some(130), "exit after Ctrl-C");
+    assert_eq!(c.engine.settled(), "", "left after Ctrl-C");
+
+    // A killed run leaves its service; the next run removes it first.
+    let mut child = pg_spawn(&w.sb, &host, &a);
+    wait_for_service(&c.engine, &mut child);
+    ok(Command::new("kill").args(["-KILL", &child.id().to_string()]));
+    let _ = child.wait();
+    assert_ne!(c.engine.leftovers(), "", "a killed run leaves its service");
+    let mut a = run_args("dataset.jsonl", "next", "swarm");
+    a.extend(["--registry", REGISTRY, "--instance-ids", "w-gold"]);
+    let out = pg(&w.sb, Some(&host), &a);
+    assert!(out.status.success(), "run after a killed one failed");
+    assert_eq!(w.sb.outcome("next", "m", "w-gold"), "resolved");
+    assert_eq!(c.engine.settled(), "", "left after the next run");
+}
