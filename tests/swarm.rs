@@ -67,10 +67,10 @@ fn pg_spawn(sb: &Sandbox, docker_host: &str, args: &[&str]) -> Child {
 
 /// Common arguments of a run of the widgets dataset.
 fn run_args<'a>(dataset: &'a str, run_id: &'a str, backend: &'a str) -> Vec<&'a str> {
-    let preds = if dataset == "hang.jsonl" {
-        "hang-preds.jsonl"
-    } else {
-        "preds.jsonl"
+    let preds = match dataset {
+        "hang.jsonl" => "hang-preds.jsonl",
+        "gold.jsonl" => "gold-preds.jsonl",
+        _ => "preds.jsonl",
     };
     vec![
         "run",
@@ -108,7 +108,8 @@ fn fixture() -> Widgets {
     ));
     let hang =
         w.tests_adding("    def test_high(self):\n        import time\n        time.sleep(600)\n");
-    let row = |id: &str, tp: &str| instance(id, "acme/widgets", &w.base, &w.gold, tp, &[F2P], &[P2P]);
+    let row =
+        |id: &str, tp: &str| instance(id, "acme/widgets", &w.base, &w.gold, tp, &[F2P], &[P2P]);
     w.sb.write(
         "dataset.jsonl",
         &jsonl(&[
@@ -119,6 +120,11 @@ fn fixture() -> Widgets {
         ]),
     );
     w.sb.write("hang.jsonl", &jsonl(&[row("w-hang", &hang)]));
+    w.sb.write("gold.jsonl", &jsonl(&[row("w-gold", &high)]));
+    w.sb.write(
+        "gold-preds.jsonl",
+        &jsonl(&[prediction("w-gold", "m", Some(&w.gold))]),
+    );
     w.sb.write(
         "preds.jsonl",
         &jsonl(&[
@@ -170,7 +176,12 @@ fn one_node(w: &Widgets) -> OneNode {
     let ns1 = Netns::new(&format!("pgsw{t}n1"));
     let ns2 = Netns::new(&format!("pgsw{t}n2"));
     link(&ns1, "10.234.0.1", &ns2, LISTEN_ADDR);
-    let listener = Listener::start(&ns2, LISTEN_ADDR, LISTEN_PORT, w.sb.path().join("listener.out"));
+    let listener = Listener::start(
+        &ns2,
+        LISTEN_ADDR,
+        LISTEN_PORT,
+        w.sb.path().join("listener.out"),
+    );
     let engine = Engine::start(
         &ns1,
         std::env::temp_dir().join(format!("pgsw-{t}-e1")),
@@ -209,7 +220,10 @@ fn wait_for_service(e: &Engine, child: &mut Child) {
         if let Ok(Some(st)) = child.try_wait() {
             panic!("patchgrade ended ({st}) before it made a service");
         }
-        assert!(t.elapsed() < Duration::from_secs(180), "no service after 180 s");
+        assert!(
+            t.elapsed() < Duration::from_secs(180),
+            "no service after 180 s"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -259,16 +273,23 @@ fn swarm_single_node_matches_docker_and_leaves_nothing() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(env.contains(&format!("{REGISTRY}/")) && env.contains("@sha256:"), "{env}");
+    assert!(
+        env.contains(&format!("{REGISTRY}/")) && env.contains("@sha256:"),
+        "{env}"
+    );
     assert!(env.contains(" on node "), "{env}");
     assert_eq!(c.engine.settled(), "", "left after a run");
-    assert!(c.listener.accepted().is_empty(), "{:?}", c.listener.accepted());
+    assert!(
+        c.listener.accepted().is_empty(),
+        "{:?}",
+        c.listener.accepted()
+    );
     // The listener is reachable from the node itself: the task's failure
     // was its network's doing.
-    ok(c
-        .ns1
-        .cmd("bash")
-        .args(["-c", &format!("echo > /dev/tcp/{LISTEN_ADDR}/{LISTEN_PORT}")]));
+    ok(c.ns1.cmd("bash").args([
+        "-c",
+        &format!("echo > /dev/tcp/{LISTEN_ADDR}/{LISTEN_PORT}"),
+    ]));
     let t = Instant::now();
     while c.listener.accepted().is_empty() && t.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(50));
@@ -299,8 +320,8 @@ fn swarm_single_node_matches_docker_and_leaves_nothing() {
     ok(Command::new("kill").args(["-KILL", &child.id().to_string()]));
     let _ = child.wait();
     assert_ne!(c.engine.leftovers(), "", "a killed run leaves its service");
-    let mut a = run_args("dataset.jsonl", "next", "swarm");
-    a.extend(["--registry", REGISTRY, "--instance-ids", "w-gold"]);
+    let mut a = run_args("gold.jsonl", "next", "swarm");
+    a.extend(["--registry", REGISTRY]);
     let out = pg(&w.sb, Some(&host), &a);
     assert!(out.status.success(), "run after a killed one failed");
     assert_eq!(w.sb.outcome("next", "m", "w-gold"), "resolved");

@@ -38,7 +38,10 @@ pub fn ready(test: &str) -> bool {
     ] {
         let found = Path::new(path).exists()
             || Command::new("sh")
-                .args(["-c", &format!("command -v {}", what.split(' ').next().unwrap())])
+                .args([
+                    "-c",
+                    &format!("command -v {}", what.split(' ').next().unwrap()),
+                ])
                 .output()
                 .map(|o| o.status.success())
                 .unwrap_or(false);
@@ -61,7 +64,9 @@ pub fn ready(test: &str) -> bool {
     if std::env::var("PATCHGRADE_REQUIRE_DOCKER").as_deref() == Ok("1") {
         panic!("{test}: PATCHGRADE_REQUIRE_DOCKER=1 but missing: {why}");
     }
-    eprintln!("SKIPPED {test}: missing {why}; set PATCHGRADE_REQUIRE_DOCKER=1 to make this a failure");
+    eprintln!(
+        "SKIPPED {test}: missing {why}; set PATCHGRADE_REQUIRE_DOCKER=1 to make this a failure"
+    );
     false
 }
 
@@ -127,11 +132,26 @@ impl Drop for Netns {
 pub fn link(a: &Netns, a_addr: &str, b: &Netns, b_addr: &str) {
     let (ea, eb) = (format!("pg{}a", tag()), format!("pg{}b", tag()));
     ok(Command::new("ip").args([
-        "link", "add", &ea, "netns", &a.name, "type", "veth", "peer", "name", &eb, "netns",
-        &b.name,
+        "link", "add", &ea, "netns", &a.name, "type", "veth", "peer", "name", &eb, "netns", &b.name,
     ]));
-    ok(Command::new("ip").args(["-n", &a.name, "addr", "add", &format!("{a_addr}/24"), "dev", &ea]));
-    ok(Command::new("ip").args(["-n", &b.name, "addr", "add", &format!("{b_addr}/24"), "dev", &eb]));
+    ok(Command::new("ip").args([
+        "-n",
+        &a.name,
+        "addr",
+        "add",
+        &format!("{a_addr}/24"),
+        "dev",
+        &ea,
+    ]));
+    ok(Command::new("ip").args([
+        "-n",
+        &b.name,
+        "addr",
+        "add",
+        &format!("{b_addr}/24"),
+        "dev",
+        &eb,
+    ]));
     ok(Command::new("ip").args(["-n", &a.name, "link", "set", &ea, "up"]));
     ok(Command::new("ip").args(["-n", &b.name, "link", "set", &eb, "up"]));
 }
@@ -200,7 +220,9 @@ impl Engine {
             .and_then(|p| p.trim().parse::<i32>().ok());
         // nsenter execs dockerd, so the child is dockerd itself.
         let pid = pid.unwrap_or(child.id() as i32);
-        let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).output();
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .output();
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(30) {
             if let Ok(Some(_)) = child.try_wait() {
@@ -281,11 +303,16 @@ impl Registry {
             .expect("start docker-registry");
         let (host, port) = addr.rsplit_once(':').unwrap();
         let t = Instant::now();
-        while !run(ns.cmd("bash").args(["-c", &format!("echo > /dev/tcp/{host}/{port}")]))
-            .status
-            .success()
+        while !run(ns
+            .cmd("bash")
+            .args(["-c", &format!("echo > /dev/tcp/{host}/{port}")]))
+        .status
+        .success()
         {
-            assert!(t.elapsed() < Duration::from_secs(30), "registry did not come up");
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "registry did not come up"
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
         Registry { child }
@@ -324,7 +351,10 @@ impl Listener {
             .unwrap_or_default()
             .contains("listening")
         {
-            assert!(t.elapsed() < Duration::from_secs(10), "listener did not start");
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "listener did not start"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Listener { child, out }
@@ -363,7 +393,13 @@ pub fn save_ancestors(instance_image: &str, tar: &Path) {
         }
     }
     let mut names = Vec::new();
-    let mut id = ok(Command::new("docker").args(["image", "inspect", "--format", "{{.Parent}}", instance_image]));
+    let mut id = ok(Command::new("docker").args([
+        "image",
+        "inspect",
+        "--format",
+        "{{.Parent}}",
+        instance_image,
+    ]));
     while !id.is_empty() {
         names.extend(
             by_id
@@ -387,7 +423,10 @@ pub fn save_ancestors(instance_image: &str, tar: &Path) {
 /// The image name in a docker record's `environment` ("image NAME ID").
 pub fn image_of(record: &Value) -> String {
     let env = record["environment"].as_str().unwrap_or_default();
-    env.split_whitespace().nth(1).unwrap_or_default().to_string()
+    env.split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// What must be equal between backends for the same instance and patch.

@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use bollard::models::{
     ConfigSpec, Limit, NetworkAttachmentConfig, ResourceObject, ServiceSpec, ServiceSpecMode,
-    ServiceSpecModeReplicated, ServiceSpecModeReplicatedJob, TaskSpec, TaskSpecContainerSpec, TaskSpecContainerSpecConfigs,
-    TaskSpecContainerSpecFile1, TaskSpecLogDriver, TaskSpecResources, TaskSpecRestartPolicy,
-    TaskSpecRestartPolicyConditionEnum, TaskState,
+    ServiceSpecModeReplicated, ServiceSpecModeReplicatedJob, TaskSpec, TaskSpecContainerSpec,
+    TaskSpecContainerSpecConfigs, TaskSpecContainerSpecFile1, TaskSpecLogDriver, TaskSpecResources,
+    TaskSpecRestartPolicy, TaskSpecRestartPolicyConditionEnum, TaskState,
 };
-use bollard::query_parameters::{ListTasksOptionsBuilder, LogsOptionsBuilder};
+use bollard::query_parameters::{
+    ListContainersOptionsBuilder, ListTasksOptionsBuilder, LogsOptionsBuilder,
+};
 use bollard::Docker;
 use futures_util::StreamExt;
 
@@ -408,9 +410,10 @@ fn nonce() -> String {
     format!("{t:08x}")
 }
 
-/// Wait (at most 30 s in all) until the tasks of removed services are gone:
-/// their containers hold the images that the end of a run may remove.
-pub async fn wait_gone(docker: &Docker, services: &[String]) {
+/// Wait (at most 30 s in all) until the tasks of removed services are gone
+/// from the swarm and their containers from this engine: they hold the
+/// images that the end of a run may remove.
+pub async fn wait_gone(docker: &Docker, services: &[String], pid: u32) {
     let until = Instant::now() + Duration::from_secs(30);
     for id in services {
         let filters = HashMap::from([("service", vec![id.as_str()])]);
@@ -420,6 +423,18 @@ pub async fn wait_gone(docker: &Docker, services: &[String]) {
                 Ok(t) if !t.is_empty() => tokio::time::sleep(POLL).await,
                 _ => break,
             }
+        }
+    }
+    let label = format!("{}={pid}", super::cluster::LABEL_PID);
+    let filters = HashMap::from([("label", vec![label.as_str()])]);
+    while Instant::now() < until {
+        let opts = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        match call("list containers", docker.list_containers(Some(opts))).await {
+            Ok(c) if !c.is_empty() => tokio::time::sleep(POLL).await,
+            _ => break,
         }
     }
 }

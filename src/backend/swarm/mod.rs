@@ -247,7 +247,7 @@ impl SwarmBackend {
         self.kill_running().await;
         if let Some(docker) = self.conn.get() {
             let removed: Vec<String> = locked(&self.removed).drain(..).collect();
-            jobs::wait_gone(docker, &removed).await;
+            jobs::wait_gone(docker, &removed, self.owner.pid).await;
         }
         // Tags first: a registry tag would keep an image the docker
         // backend's cleanup removes.
