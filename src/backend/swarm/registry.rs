@@ -2,8 +2,6 @@
 //! digest: a node pulls exactly the bytes built here, and layers it already
 //! holds (the shared base and env tiers) are not sent again.
 
-use std::sync::Arc;
-
 use bollard::query_parameters::{
     PushImageOptionsBuilder, RemoveImageOptionsBuilder, TagImageOptionsBuilder,
 };
@@ -33,7 +31,7 @@ impl SwarmBackend {
         }
         let lock = {
             let mut m = locked(&self.push_locks);
-            m.entry(env.id.clone()).or_insert_with(Arc::default).clone()
+            m.entry(env.id.clone()).or_default().clone()
         };
         let _held = lock.lock().await;
         if let Some(r) = locked(&self.pushed).get(&env.id) {
