@@ -70,6 +70,7 @@ fn run_args<'a>(dataset: &'a str, run_id: &'a str, backend: &'a str) -> Vec<&'a 
     let preds = match dataset {
         "hang.jsonl" => "hang-preds.jsonl",
         "gold.jsonl" => "gold-preds.jsonl",
+        "slow.jsonl" => "slow-preds.jsonl",
         _ => "preds.jsonl",
     };
     vec![
@@ -326,4 +327,158 @@ fn swarm_single_node_matches_docker_and_leaves_nothing() {
     assert!(out.status.success(), "run after a killed one failed");
     assert_eq!(w.sb.outcome("next", "m", "w-gold"), "resolved");
     assert_eq!(c.engine.settled(), "", "left after the next run");
+}
+
+/// The node an evaluation ran on, from its record's environment.
+fn node_of(sb: &Sandbox, run_id: &str, id: &str) -> String {
+    let env = sb.record(run_id, "m", id)["environment"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    env.rsplit_once(" on node ")
+        .map(|(_, n)| n.to_string())
+        .unwrap_or_else(|| panic!("{id}: no node in {env:?}"))
+}
+
+#[test]
+fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
+    if !ready("swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let w = fixture();
+    // Instances slow enough that the second node is stopped while it runs
+    // some of them.
+    let slow = w.tests_adding(
+        "    def test_high(self):\n        import time\n        time.sleep(20)\n        self.assertEqual(clamp(9, 0, 3), 3)\n",
+    );
+    let ids: Vec<String> = (1..=4).map(|i| format!("w-slow{i}")).collect();
+    let rows: Vec<_> = ids
+        .iter()
+        .map(|id| instance(id, "acme/widgets", &w.base, &w.gold, &slow, &[F2P], &[P2P]))
+        .collect();
+    w.sb.write("slow.jsonl", &jsonl(&rows));
+    let preds: Vec<_> = ids
+        .iter()
+        .map(|id| prediction(id, "m", Some(&w.gold)))
+        .collect();
+    w.sb.write("slow-preds.jsonl", &jsonl(&preds));
+    docker_reference(&w);
+
+    let t = tag();
+    let registry = "10.234.0.1:15001";
+    let ns1 = Netns::new(&format!("pgsw{t}m1"));
+    let ns2 = Netns::new(&format!("pgsw{t}m2"));
+    link(&ns1, "10.234.0.1", &ns2, "10.234.0.2");
+    let e1 = Engine::start(
+        &ns1,
+        std::env::temp_dir().join(format!("pgsw-{t}-m1")),
+        &[
+            "--default-address-pool",
+            "base=10.237.0.0/16,size=24",
+            "--insecure-registry",
+            registry,
+        ],
+    );
+    e1.docker_ok(&[
+        "swarm",
+        "init",
+        "--advertise-addr",
+        "10.234.0.1",
+        "--listen-addr",
+        "10.234.0.1:2377",
+        "--default-addr-pool",
+        "10.238.0.0/16",
+    ]);
+    let tar = w.sb.path().join("images.tar");
+    e1.docker_ok(&["load", "-i", tar.to_str().unwrap()]);
+    let mut e2 = Engine::start(
+        &ns2,
+        std::env::temp_dir().join(format!("pgsw-{t}-m2")),
+        &[
+            "--default-address-pool",
+            "base=10.239.0.0/16,size=24",
+            "--insecure-registry",
+            registry,
+        ],
+    );
+    let token = e1.docker_ok(&["swarm", "join-token", "-q", "worker"]);
+    e2.docker_ok(&[
+        "swarm",
+        "join",
+        "--token",
+        &token,
+        "--advertise-addr",
+        "10.234.0.2",
+        "--listen-addr",
+        "10.234.0.2:2377",
+        "10.234.0.1:2377",
+    ]);
+    assert_eq!(
+        e2.docker_ok(&["images", "-q"]),
+        "",
+        "the worker starts with no image"
+    );
+    let _registry = Registry::start(&ns1, &w.sb.path().join("registry"), registry);
+    let host = e1.sock.clone();
+
+    // The four instances on two nodes: the same verdicts as docker, run on
+    // both nodes; the worker pulled its image by digest.
+    let mut a = run_args("dataset.jsonl", "two", "swarm");
+    a.extend(["--registry", registry, "--max-workers", "4"]);
+    let out = pg(&w.sb, Some(&host), &a);
+    assert!(out.status.success(), "two-node run failed");
+    let mut nodes = std::collections::BTreeSet::new();
+    for id in IDS {
+        let (dk, sw) = (w.sb.record("dk", "m", id), w.sb.record("two", "m", id));
+        assert_eq!(verdict(&dk), verdict(&sw), "{id}: docker vs swarm");
+        if sw["outcome"] != "empty_patch" {
+            nodes.insert(node_of(&w.sb, "two", id));
+        }
+    }
+    assert_eq!(nodes.len(), 2, "evaluations on both nodes: {nodes:?}");
+    let pulled = e2.docker_ok(&[
+        "images",
+        "--digests",
+        "--format",
+        "{{.Repository}}@{{.Digest}}",
+    ]);
+    assert!(
+        pulled
+            .lines()
+            .any(|l| l.starts_with(&format!("{registry}/")) && l.contains("@sha256:")),
+        "the worker pulled from the registry by digest: {pulled}"
+    );
+    assert_eq!(e1.settled(), "", "left after the two-node run");
+
+    // The worker's engine stops while it runs evaluations: they end as
+    // infra errors, are retried once on the manager, and resolve.
+    let mut a = run_args("slow.jsonl", "leave", "swarm");
+    a.extend(["--registry", registry, "--max-workers", "4"]);
+    let mut child = pg_spawn(&w.sb, &host, &a);
+    let t0 = Instant::now();
+    while e2
+        .docker_ok(&["ps", "-q", "--filter", "label=patchgrade.swarm"])
+        .is_empty()
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "nothing ran on the worker"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "run ended early");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    e2.stop();
+    let st = wait_exit(&mut child, Duration::from_secs(400));
+    assert!(st.success(), "run with a node leaving: {st}");
+    let manager = e1.docker_ok(&["info", "--format", "{{.Swarm.NodeID}}"]);
+    for id in &ids {
+        assert_eq!(w.sb.outcome("leave", "m", id), "resolved", "{id}");
+        let node = node_of(&w.sb, "leave", id);
+        assert!(
+            manager.starts_with(node.rsplit('/').next().unwrap()),
+            "{id} ran on {node}"
+        );
+    }
+    assert_eq!(e1.settled(), "", "left after the node left");
 }

@@ -166,14 +166,16 @@ pub(super) async fn ensure_network(
 }
 
 impl SwarmBackend {
-    /// A node's hostname and whether it is still ready.
+    /// A node's name (`hostname/id`, its first 12 characters: hostnames
+    /// need not differ) and whether it is still ready.
     pub(super) async fn node(&self, id: &str) -> Result<(String, NodeState), SwarmError> {
         let docker = self.docker().await?;
         let node = call("inspect node", docker.inspect_node(id)).await?;
-        let name = node
+        let host = node
             .description
             .and_then(|d| d.hostname)
-            .unwrap_or_else(|| id.to_string());
+            .unwrap_or_default();
+        let name = format!("{host}/{}", &id[..id.len().min(12)]);
         locked(&self.nodes).insert(id.to_string(), name.clone());
         let state = node
             .status

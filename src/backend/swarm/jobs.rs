@@ -38,6 +38,12 @@ pub const MAX_CHUNKS: usize = 32;
 const CONFIG_DIR: &str = "/patchgrade-configs";
 /// Printed by the task when the archive cannot be unpacked.
 const UNPACK_FAILED: &str = "PATCHGRADE-SWARM-UNPACK-FAILED";
+/// Printed by the task after the launcher, with its exit status: a log
+/// without it was cut short by the node (its engine stopped, the machine
+/// died), not ended by the script. Removed from the log.
+const EXIT_MARK: &str = "PATCHGRADE-SWARM-EXIT";
+/// Limit on reading a task's logs (a node that left never answers).
+const LOG_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the task's state is read.
 const POLL: Duration = Duration::from_millis(100);
 /// How often the running task's node is checked.
@@ -71,9 +77,25 @@ pub fn chunks(archive: &[u8]) -> Result<Vec<&[u8]>, SwarmError> {
 fn command() -> Vec<String> {
     let script = format!(
         "set -o pipefail; cat {CONFIG_DIR}/run.tar.* | tar -xf - -C / || {{ echo {UNPACK_FAILED}; exit 1; }}; \
-         exec bash /patchgrade-run.sh"
+         bash /patchgrade-run.sh; printf '\\n{EXIT_MARK} %d\\n' $?"
     );
     vec!["bash".into(), "-c".into(), script]
+}
+
+/// Remove the exit line the task printed last; false when there is none.
+fn strip_exit(log: &mut Vec<u8>) -> bool {
+    let mark = format!("\n{EXIT_MARK} ");
+    let Some(at) = log.windows(mark.len()).rposition(|w| w == mark.as_bytes()) else {
+        return false;
+    };
+    let rest = &log[at + mark.len()..];
+    let ok = rest
+        .strip_suffix(b"\n")
+        .is_some_and(|code| !code.is_empty() && code.iter().all(u8::is_ascii_digit));
+    if ok {
+        log.truncate(at);
+    }
+    ok
 }
 
 /// How the task ended.
@@ -188,6 +210,14 @@ impl SwarmBackend {
         let log = self.logs(&service).await;
         guard.remove().await;
         let mut log = log?;
+        if matches!(ended, Ended::Finished) && !strip_exit(&mut log) {
+            return Err(SwarmError::TaskLost {
+                node: node.unwrap_or_else(|| "(none)".into()),
+                state: "ended".into(),
+                reason: "the script was stopped from outside (its output has no exit line)".into(),
+            }
+            .into());
+        }
         let head = &log[..log.len().min(64 << 10)];
         if String::from_utf8_lossy(head)
             .lines()
@@ -376,7 +406,7 @@ impl SwarmBackend {
             .build();
         let mut stream = docker.service_logs(service, Some(opts));
         let mut log = Vec::new();
-        let read = tokio::time::timeout(super::API_TIMEOUT, async {
+        let read = tokio::time::timeout(LOG_TIMEOUT, async {
             while let Some(item) = stream.next().await {
                 let chunk = item.map_err(|source| SwarmError::Api {
                     op: "service logs".into(),
@@ -394,7 +424,7 @@ impl SwarmBackend {
             Ok(r) => r.map(|()| log),
             Err(_) => Err(SwarmError::Timeout {
                 op: "service logs".into(),
-                secs: super::API_TIMEOUT.as_secs(),
+                secs: LOG_TIMEOUT.as_secs(),
             }),
         }
     }
@@ -545,6 +575,22 @@ mod tests {
         assert!(
             e.contains(&(CONFIG_CHUNK * MAX_CHUNKS + 1).to_string()),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn the_exit_line_is_removed_and_its_absence_seen() {
+        let mut log = b"ok\nlast".to_vec();
+        log.extend_from_slice(format!("\n{EXIT_MARK} 1\n").as_bytes());
+        assert!(strip_exit(&mut log));
+        assert_eq!(log, b"ok\nlast");
+        let mut cut = b"ok\nhalf a li".to_vec();
+        assert!(!strip_exit(&mut cut));
+        assert_eq!(cut, b"ok\nhalf a li");
+        let mut printed = format!("\n{EXIT_MARK} 0\nmore after\n").into_bytes();
+        assert!(
+            !strip_exit(&mut printed),
+            "a marker the tests printed mid-log"
         );
     }
 
