@@ -57,12 +57,20 @@ fn pg(sb: &Sandbox, docker_host: Option<&str>, args: &[&str]) -> Output {
     out
 }
 
-fn pg_spawn(sb: &Sandbox, docker_host: &str, args: &[&str]) -> Child {
+/// `patchgrade ARGS` in the background, its stderr in `stderr`.
+fn pg_spawn(sb: &Sandbox, docker_host: &str, args: &[&str], stderr: &str) -> Child {
+    let log = std::fs::File::create(sb.path().join(stderr)).unwrap();
     pg_cmd(sb, Some(docker_host), args)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("patchgrade")
+}
+
+/// Set the value of `--max-workers` in run arguments.
+fn workers(a: &mut [&str], n: &'static str) {
+    let at = a.iter().position(|x| *x == "--max-workers").unwrap();
+    a[at + 1] = n;
 }
 
 /// Common arguments of a run of the widgets dataset.
@@ -308,7 +316,7 @@ fn swarm_single_node_matches_docker_and_leaves_nothing() {
     // Ctrl-C while the evaluation runs.
     let mut a = run_args("hang.jsonl", "int", "swarm");
     a.extend(["--registry", REGISTRY]);
-    let mut child = pg_spawn(&w.sb, &host, &a);
+    let mut child = pg_spawn(&w.sb, &host, &a, "int.stderr");
     wait_for_service(&c.engine, &mut child);
     ok(Command::new("kill").args(["-INT", &child.id().to_string()]));
     let st = wait_exit(&mut child, Duration::from_secs(120));
@@ -316,7 +324,7 @@ fn swarm_single_node_matches_docker_and_leaves_nothing() {
     assert_eq!(c.engine.settled(), "", "left after Ctrl-C");
 
     // A killed run leaves its service; the next run removes it first.
-    let mut child = pg_spawn(&w.sb, &host, &a);
+    let mut child = pg_spawn(&w.sb, &host, &a, "kill.stderr");
     wait_for_service(&c.engine, &mut child);
     ok(Command::new("kill").args(["-KILL", &child.id().to_string()]));
     let _ = child.wait();
@@ -425,7 +433,8 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
     // The four instances on two nodes: the same verdicts as docker, run on
     // both nodes; the worker pulled its image by digest.
     let mut a = run_args("dataset.jsonl", "two", "swarm");
-    a.extend(["--registry", registry, "--max-workers", "4"]);
+    a.extend(["--registry", registry]);
+    workers(&mut a, "4");
     let out = pg(&w.sb, Some(&host), &a);
     assert!(out.status.success(), "two-node run failed");
     let mut nodes = std::collections::BTreeSet::new();
@@ -454,8 +463,9 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
     // The worker's engine stops while it runs evaluations: they end as
     // infra errors, are retried once on the manager, and resolve.
     let mut a = run_args("slow.jsonl", "leave", "swarm");
-    a.extend(["--registry", registry, "--max-workers", "4"]);
-    let mut child = pg_spawn(&w.sb, &host, &a);
+    a.extend(["--registry", registry]);
+    workers(&mut a, "4");
+    let mut child = pg_spawn(&w.sb, &host, &a, "leave.stderr");
     let t0 = Instant::now();
     while e2
         .docker_ok(&["ps", "-q", "--filter", "label=patchgrade.swarm"])
@@ -470,7 +480,11 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
     }
     e2.stop();
     let st = wait_exit(&mut child, Duration::from_secs(400));
+    let stderr = std::fs::read_to_string(w.sb.path().join("leave.stderr")).unwrap();
+    eprintln!("--- run with a node leaving ---\n{stderr}");
     assert!(st.success(), "run with a node leaving: {st}");
+    // Some evaluation was lost with the node and retried.
+    assert!(stderr.contains("infra error, retrying once"), "no retry");
     let manager = e1.docker_ok(&["info", "--format", "{{.Swarm.NodeID}}"]);
     for id in &ids {
         assert_eq!(w.sb.outcome("leave", "m", id), "resolved", "{id}");
