@@ -115,6 +115,23 @@ fn fixture() -> Widgets {
     let net = w.tests_adding(&format!(
         "    def test_high(self):\n        import socket\n        with self.assertRaises(OSError):\n            socket.create_connection((\"{LISTEN_ADDR}\", {LISTEN_PORT}), timeout=3)\n"
     ));
+    // The limits of --cpus 0.5 --memory 512m and the default --pids-limit,
+    // as the test run sees them in its cgroups (v1 or v2).
+    let limits = w.tests_adding(concat!(
+        "    def test_high(self):\n",
+        "        import os\n",
+        "        def read(*paths):\n",
+        "            for p in paths:\n",
+        "                if os.path.exists(p):\n",
+        "                    return open(p).read().split()\n",
+        "            raise AssertionError(paths)\n",
+        "        self.assertEqual(read('/sys/fs/cgroup/pids/pids.max', '/sys/fs/cgroup/pids.max')[0], '1024')\n",
+        "        mem = read('/sys/fs/cgroup/memory/memory.limit_in_bytes', '/sys/fs/cgroup/memory.max')\n",
+        "        self.assertEqual(int(mem[0]), 512 << 20)\n",
+        "        q = read('/sys/fs/cgroup/cpu/cpu.cfs_quota_us', '/sys/fs/cgroup/cpu.max')\n",
+        "        period = int(q[1]) if len(q) == 2 else int(read('/sys/fs/cgroup/cpu/cpu.cfs_period_us')[0])\n",
+        "        self.assertEqual(int(q[0]) * 2, period)\n",
+    ));
     let hang =
         w.tests_adding("    def test_high(self):\n        import time\n        time.sleep(600)\n");
     let row =
@@ -126,6 +143,7 @@ fn fixture() -> Widgets {
             row("w-wrong", &high),
             row("w-empty", &high),
             row("w-net", &net),
+            row("w-limits", &limits),
         ]),
     );
     w.sb.write("hang.jsonl", &jsonl(&[row("w-hang", &hang)]));
@@ -141,6 +159,7 @@ fn fixture() -> Widgets {
             prediction("w-wrong", "m", Some(&w.wrong)),
             prediction("w-empty", "m", None),
             prediction("w-net", "m", Some(&w.gold)),
+            prediction("w-limits", "m", Some(&w.gold)),
         ]),
     );
     w.sb.write(
@@ -150,7 +169,7 @@ fn fixture() -> Widgets {
     w
 }
 
-const IDS: [&str; 4] = ["w-gold", "w-wrong", "w-empty", "w-net"];
+const IDS: [&str; 5] = ["w-gold", "w-wrong", "w-empty", "w-net", "w-limits"];
 
 /// Run the dataset on the machine's engine with `--backend docker`, keep
 /// the instance images long enough to save their ancestors into
@@ -278,6 +297,7 @@ fn swarm_single_node_matches_docker_and_leaves_nothing() {
     // The connect failed inside the task (test_high passed) and the
     // listener saw nothing from it.
     assert_eq!(w.sb.outcome("sw", "m", "w-net"), "resolved");
+    assert_eq!(w.sb.outcome("sw", "m", "w-limits"), "resolved");
     let env = w.sb.record("sw", "m", "w-gold")["environment"]
         .as_str()
         .unwrap()

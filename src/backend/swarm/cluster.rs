@@ -74,6 +74,44 @@ pub(super) async fn check_manager(docker: &Docker) -> Result<u32, SwarmError> {
         .unwrap_or(0))
 }
 
+/// Some ready node must be able to hold one evaluation's reservation, or
+/// its tasks would wait in the swarm's queue for ever.
+pub(super) async fn check_capacity(
+    docker: &Docker,
+    nano_cpus: i64,
+    memory: i64,
+) -> Result<(), SwarmError> {
+    let nodes = call(
+        "list nodes",
+        docker.list_nodes(None::<bollard::query_parameters::ListNodesOptions>),
+    )
+    .await?;
+    let mut seen = Vec::new();
+    for n in &nodes {
+        let ready = n.status.as_ref().and_then(|s| s.state) == Some(NodeState::READY);
+        let res = n
+            .description
+            .as_ref()
+            .and_then(|d| d.resources.clone())
+            .unwrap_or_default();
+        let (cpus, mem) = (res.nano_cpus.unwrap_or(0), res.memory_bytes.unwrap_or(0));
+        if ready && cpus >= nano_cpus && mem >= memory {
+            return Ok(());
+        }
+        seen.push(format!(
+            "{} cpus, {} MiB{}",
+            cpus as f64 / 1e9,
+            mem >> 20,
+            if ready { "" } else { " (not ready)" }
+        ));
+    }
+    Err(SwarmError::NoNodeFits {
+        cpus: nano_cpus as f64 / 1e9,
+        memory_mib: memory >> 20,
+        nodes: seen.join("; "),
+    })
+}
+
 /// Whether a labelled object was left by a dead process of this host (a
 /// live one's, or another host's, are not ours to judge).
 fn stale(labels: &HashMap<String, String>, owner: &Owner) -> bool {

@@ -51,6 +51,12 @@ pub enum SwarmError {
     BadRegistry(String),
     #[error("the engine at DOCKER_HOST is not a swarm manager (swarm state {state}); run `docker swarm init` there or point DOCKER_HOST at a manager")]
     NotManager { state: String },
+    #[error("no ready node of the swarm can reserve --cpus {cpus} --memory {memory_mib}m (nodes: {nodes})")]
+    NoNodeFits {
+        cpus: f64,
+        memory_mib: i64,
+        nodes: String,
+    },
     #[error("docker {op}: {source}")]
     Api {
         op: String,
@@ -97,7 +103,9 @@ impl From<SwarmError> for EnvError {
     fn from(e: SwarmError) -> EnvError {
         match e {
             SwarmError::Docker(d) => d.into(),
-            SwarmError::NoRegistry | SwarmError::BadRegistry(_) => EnvError::Other(e.to_string()),
+            SwarmError::NoRegistry | SwarmError::BadRegistry(_) | SwarmError::NoNodeFits { .. } => {
+                EnvError::Other(e.to_string())
+            }
             e => EnvError::Infra(e.to_string()),
         }
     }
@@ -218,6 +226,7 @@ impl SwarmBackend {
                 let major = cluster::check_manager(&docker).await?;
                 self.jobs
                     .store(major >= 23, std::sync::atomic::Ordering::Relaxed);
+                cluster::check_capacity(&docker, self.nano_cpus, self.memory).await?;
                 cluster::remove_stale(&docker, &self.owner).await;
                 cluster::ensure_network(&docker, cluster::NET_INTERNAL, true).await?;
                 Ok(docker)
