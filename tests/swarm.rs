@@ -363,8 +363,8 @@ fn node_of(sb: &Sandbox, run_id: &str, id: &str) -> String {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    env.rsplit_once(" on node ")
-        .map(|(_, n)| n.to_string())
+    patchgrade::backend::placement_of(&env)
+        .map(str::to_string)
         .unwrap_or_else(|| panic!("{id}: no node in {env:?}"))
 }
 
@@ -457,6 +457,11 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
     workers(&mut a, "4");
     let out = pg(&w.sb, Some(&host), &a);
     assert!(out.status.success(), "two-node run failed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("evaluations per node: "),
+        "progress per node"
+    );
     let mut nodes = std::collections::BTreeSet::new();
     for id in IDS {
         let (dk, sw) = (w.sb.record("dk", "m", id), w.sb.record("two", "m", id));

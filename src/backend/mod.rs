@@ -206,6 +206,17 @@ impl Backend {
     }
 }
 
+/// What a record's `environment` gains when the backend says where the
+/// evaluation ran (`placement`).
+pub fn placement_suffix(node: &str) -> String {
+    format!(" on node {node}")
+}
+
+/// The node in a record's `environment`, if a backend put one there.
+pub fn placement_of(environment: &str) -> Option<&str> {
+    environment.rsplit_once(" on node ").map(|(_, n)| n)
+}
+
 /// The requirements file as it is at the instance's environment setup
 /// commit, read from the mirror (never downloaded), with `-r` includes
 /// inlined (relative to the including file) as the reference does.
@@ -297,6 +308,18 @@ pub fn filter_requirements(text: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
         + "\n"
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::*;
+
+    #[test]
+    fn the_node_is_read_back_from_the_environment() {
+        let env = format!("image a:b sha256:1{}", placement_suffix("vm/abc"));
+        assert_eq!(placement_of(&env), Some("vm/abc"));
+        assert_eq!(placement_of("image a:b sha256:1"), None);
+    }
 }
 
 #[cfg(test)]

@@ -365,7 +365,7 @@ impl<'a> Evaluation<'a> {
         if let Some(node) = self.runner.backend.placement(ws) {
             self.line(format!("ran on node {node}"));
             if let Some(env) = self.record.environment.as_mut() {
-                env.push_str(&format!(" on node {node}"));
+                env.push_str(&crate::backend::placement_suffix(&node));
             }
         }
         self.timings.tests = t.elapsed().as_secs_f64();
