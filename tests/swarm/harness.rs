@@ -234,12 +234,14 @@ impl Engine {
         let _ = child.wait();
     }
 
-    /// Services, configs and containers of patchgrade on this engine.
+    /// Services, configs, containers and per-evaluation networks of
+    /// patchgrade on this engine.
     pub fn leftovers(&self) -> String {
         let s = self.docker_ok(&["service", "ls", "-q", "--filter", "label=patchgrade.swarm"]);
         let c = self.docker_ok(&["config", "ls", "-q", "--filter", "label=patchgrade.swarm"]);
         let k = self.docker_ok(&["ps", "-a", "-q", "--filter", "label=patchgrade.swarm"]);
-        [s, c, k]
+        let n = self.docker_ok(&["network", "ls", "-q", "--filter", "label=patchgrade.pid"]);
+        [s, c, k, n]
             .into_iter()
             .filter(|x| !x.is_empty())
             .collect::<Vec<_>>()

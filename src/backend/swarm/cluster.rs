@@ -13,9 +13,6 @@ use bollard::Docker;
 use super::{call, locked, Owner, SwarmBackend, SwarmError};
 use crate::backend::docker::daemon::is_status;
 
-/// The overlay of evaluations without network: `--internal`, so a task has
-/// no route off its overlay and no gateway bridge.
-pub const NET_INTERNAL: &str = "patchgrade-internal";
 /// The overlay of specs that opt into network.
 pub const NET_OPEN: &str = "patchgrade-open";
 
@@ -122,7 +119,7 @@ fn stale(labels: &HashMap<String, String>, owner: &Owner) -> bool {
             .is_some_and(|pid| pid != owner.pid && !alive(pid))
 }
 
-/// Remove services, then configs, that killed runs of this host left.
+/// Remove services, configs and networks that killed runs of this host left.
 pub(super) async fn remove_stale(docker: &Docker, owner: &Owner) {
     let filters = HashMap::from([("label", vec![LABEL])]);
     let opts = ListServicesOptionsBuilder::default()
@@ -161,13 +158,42 @@ pub(super) async fn remove_stale(docker: &Docker, owner: &Owner) {
             objects.push(super::jobs::Object::Config(id));
         }
     }
+    let opts = ListNetworksOptionsBuilder::default()
+        .filters(&filters)
+        .build();
+    let networks = call("list networks", docker.list_networks(Some(opts)))
+        .await
+        .unwrap_or_default();
+    for n in networks {
+        if let (true, Some(id)) = (stale(&n.labels.clone().unwrap_or_default(), owner), n.id) {
+            objects.push(super::jobs::Object::Network(id));
+        }
+    }
     if !objects.is_empty() {
         tracing::warn!(
-            "removing {} services and configs left by killed runs",
+            "removing {} services, configs and networks left by killed runs",
             objects.len()
         );
         super::jobs::remove_all(docker, objects).await;
     }
+}
+
+/// An evaluation's own overlay: `--internal`, labelled as its service.
+pub(super) async fn create_network(
+    docker: &Docker,
+    name: &str,
+    labels: HashMap<String, String>,
+) -> Result<String, SwarmError> {
+    let req = NetworkCreateRequest {
+        name: name.to_string(),
+        driver: Some("overlay".into()),
+        internal: Some(true),
+        attachable: Some(false),
+        labels: Some(labels),
+        ..Default::default()
+    };
+    let created = call("create network", docker.create_network(req)).await?;
+    Ok(created.id)
 }
 
 /// Create the overlay network `name` unless it exists.

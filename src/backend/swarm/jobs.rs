@@ -22,7 +22,7 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use futures_util::StreamExt;
 
-use super::cluster::{ensure_network, NET_INTERNAL, NET_OPEN};
+use super::cluster::{create_network, ensure_network, NET_OPEN};
 use super::{call, locked, SwarmBackend, SwarmEnv, SwarmError};
 use crate::backend::docker::archive::{candidate_changes, run_archive};
 use crate::backend::docker::daemon::is_status;
@@ -58,6 +58,9 @@ const WATCHDOG_GRACE: u64 = 60;
 pub enum Object {
     Service(String),
     Config(String),
+    /// An evaluation's own overlay: freed on its node only after the task's
+    /// container is gone, so removed in the background (and at the end).
+    Network(String),
 }
 
 /// The run archive cut into config-sized chunks.
@@ -144,12 +147,6 @@ impl SwarmBackend {
 
         let started = Instant::now();
         let docker = self.docker().await?;
-        let network = if rs.spec.network {
-            ensure_network(docker, NET_OPEN, false).await?;
-            NET_OPEN
-        } else {
-            NET_INTERNAL
-        };
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let name = format!("patchgrade-{}-{}-{n}", self.owner.pid, nonce());
         let mut guard = Guard {
@@ -160,6 +157,16 @@ impl SwarmBackend {
             armed: true,
         };
         let labels = self.owner.labels();
+        // Without network: an `--internal` overlay of its own, so the task
+        // reaches neither the outside nor other evaluations' tasks.
+        let network = if rs.spec.network {
+            ensure_network(docker, NET_OPEN, false).await?;
+            NET_OPEN.to_string()
+        } else {
+            let id = create_network(docker, &name, labels.clone()).await?;
+            guard.add(Object::Network(id.clone()));
+            id
+        };
         let mut configs = Vec::new();
         for (i, part) in parts.iter().enumerate() {
             let spec = ConfigSpec {
@@ -185,7 +192,7 @@ impl SwarmBackend {
                 ..Default::default()
             });
         }
-        let spec = self.service_spec(&name, env, rs, network, configs, labels);
+        let spec = self.service_spec(&name, env, rs, &network, configs, labels);
         let service = self
             .call("create service", docker.create_service(spec, None))
             .await?
@@ -469,29 +476,40 @@ pub async fn wait_gone(docker: &Docker, services: &[String], pid: u32) {
     }
 }
 
-/// Remove objects: services first (a config in use cannot go), waiting for
-/// the configs to be free.
+/// Remove objects: services first (a config or network in use cannot go),
+/// then configs, then networks, waiting for each to be free.
 pub async fn remove_all(docker: &Docker, objects: Vec<Object>) {
-    let (services, configs): (Vec<Object>, Vec<Object>) = objects
-        .into_iter()
-        .partition(|o| matches!(o, Object::Service(_)));
-    for o in services.iter().chain(configs.iter()) {
+    let rank = |o: &Object| match o {
+        Object::Service(_) => 0,
+        Object::Config(_) => 1,
+        Object::Network(_) => 2,
+    };
+    let mut objects = objects;
+    objects.sort_by_key(rank);
+    for o in &objects {
         remove(docker, o).await;
     }
 }
 
 async fn remove(docker: &Docker, o: &Object) {
-    for attempt in 0..50 {
+    // A network waits for its task's container to leave it on the node.
+    let attempts = if matches!(o, Object::Network(_)) {
+        300
+    } else {
+        50
+    };
+    for attempt in 1..=attempts {
         let r = match o {
             Object::Service(id) => call("remove service", docker.delete_service(id)).await,
             Object::Config(id) => call("remove config", docker.delete_config(id)).await,
+            Object::Network(id) => call("remove network", docker.remove_network(id)).await,
         };
         match r {
             Ok(()) => return,
             Err(SwarmError::Api { source, .. }) if is_status(&source, &[404]) => return,
             // In use by a service being removed: wait.
             Err(SwarmError::Api { source, .. })
-                if is_status(&source, &[400, 409]) && attempt < 49 =>
+                if is_status(&source, &[400, 403, 409, 500]) && attempt < attempts =>
             {
                 tokio::time::sleep(Duration::from_millis(100)).await
             }
@@ -522,13 +540,32 @@ impl Guard {
         self.objects.push(o);
     }
 
+    /// Services and configs now; the network in the background, as it
+    /// is freed only once the node removed the task's container.
     async fn remove(mut self) {
         self.armed = false;
-        let objects = std::mem::take(&mut self.objects);
+        let (networks, objects): (Vec<Object>, Vec<Object>) = std::mem::take(&mut self.objects)
+            .into_iter()
+            .partition(|o| matches!(o, Object::Network(_)));
         remove_all(&self.docker, objects.clone()).await;
-        let mut live = locked(&self.live);
-        for o in &objects {
-            live.remove(o);
+        {
+            let mut live = locked(&self.live);
+            for o in &objects {
+                live.remove(o);
+            }
+        }
+        if networks.is_empty() {
+            return;
+        }
+        let (docker, live) = (self.docker.clone(), self.live.clone());
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                remove_all(&docker, networks.clone()).await;
+                let mut live = locked(&live);
+                for o in &networks {
+                    live.remove(o);
+                }
+            });
         }
     }
 }

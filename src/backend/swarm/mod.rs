@@ -228,7 +228,6 @@ impl SwarmBackend {
                     .store(major >= 23, std::sync::atomic::Ordering::Relaxed);
                 cluster::check_capacity(&docker, self.nano_cpus, self.memory).await?;
                 cluster::remove_stale(&docker, &self.owner).await;
-                cluster::ensure_network(&docker, cluster::NET_INTERNAL, true).await?;
                 Ok(docker)
             })
             .await
@@ -269,7 +268,8 @@ impl SwarmBackend {
         self.docker.finish().await;
     }
 
-    /// Remove every service and config of this run (second Ctrl-C, end).
+    /// Remove every service, config and network of this run (second
+    /// Ctrl-C, end).
     pub async fn kill_running(&self) {
         let Some(docker) = self.conn.get() else {
             return;
