@@ -201,6 +201,7 @@ impl SwarmBackend {
                 InfraError::Other("docker create service: no id in the answer".into())
             })?;
         guard.add(Object::Service(service.clone()));
+        let created = started.elapsed();
 
         let (ended, node) = match self.follow(&service, timeout, &mut cancel).await {
             Ok(v) => v,
@@ -215,7 +216,15 @@ impl SwarmBackend {
         }
         let elapsed = started.elapsed();
         let log = self.logs(&service).await;
+        let logged = started.elapsed();
         guard.remove().await;
+        tracing::debug!(
+            "swarm evaluation {name}: created in {:.3}s, ended at {:.3}s, logs at {:.3}s, removed at {:.3}s",
+            created.as_secs_f64(),
+            elapsed.as_secs_f64(),
+            logged.as_secs_f64(),
+            started.elapsed().as_secs_f64()
+        );
         let mut log = log?;
         if matches!(ended, Ended::Finished) && !strip_exit(&mut log) {
             return Err(SwarmError::TaskLost {
