@@ -1,4 +1,5 @@
-//! Where the eval script runs: on the host (local) or in containers (docker).
+//! Where the eval script runs: on the host (local), in containers (docker)
+//! or in swarm services across machines (swarm).
 //!
 //! A backend prepares an environment for a spec (cached, shared across
 //! instances) and runs one eval script against one candidate tree with a
@@ -7,6 +8,7 @@
 
 pub mod docker;
 pub mod local;
+pub mod swarm;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -99,12 +101,14 @@ pub struct Workspace {
 
 pub use docker::{DockerBackend, DockerEnv};
 pub use local::{LocalBackend, LocalEnv};
+pub use swarm::{SwarmBackend, SwarmEnv};
 
 /// The backends patchgrade can run on.
 #[derive(Debug)]
 pub enum Backend {
     Local(LocalBackend),
     Docker(Box<DockerBackend>),
+    Swarm(Box<SwarmBackend>),
 }
 
 /// A prepared environment, by backend.
@@ -112,6 +116,7 @@ pub enum Backend {
 pub enum Env {
     Local(LocalEnv),
     Docker(DockerEnv),
+    Swarm(SwarmEnv),
 }
 
 impl Env {
@@ -120,6 +125,7 @@ impl Env {
         match self {
             Env::Local(e) => e.describe(),
             Env::Docker(e) => e.describe(),
+            Env::Swarm(e) => e.describe(),
         }
     }
 }
@@ -129,6 +135,7 @@ impl Backend {
         match self {
             Backend::Local(_) => "local",
             Backend::Docker(_) => "docker",
+            Backend::Swarm(_) => "swarm",
         }
     }
 
@@ -139,6 +146,7 @@ impl Backend {
         match self {
             Backend::Local(_) => Vec::new(),
             Backend::Docker(b) => b.interpreters(),
+            Backend::Swarm(b) => b.interpreters(),
         }
     }
 
@@ -146,7 +154,7 @@ impl Backend {
     pub fn testbed(&self, ws: &Workspace) -> String {
         match self {
             Backend::Local(_) => ws.tree.display().to_string(),
-            Backend::Docker(_) => docker::images::TESTBED.to_string(),
+            Backend::Docker(_) | Backend::Swarm(_) => docker::images::TESTBED.to_string(),
         }
     }
 
@@ -159,6 +167,7 @@ impl Backend {
         match self {
             Backend::Local(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Local),
             Backend::Docker(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Docker),
+            Backend::Swarm(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Swarm),
         }
     }
 
@@ -173,7 +182,9 @@ impl Backend {
         match (self, env) {
             (Backend::Local(b), Env::Local(e)) => b.prepare_workspace(e, spec, ws).await,
             // pre_install and install ran in the instance image.
-            (Backend::Docker(_), Env::Docker(_)) => Ok(Some(docker::images::activate_line())),
+            (Backend::Docker(_), Env::Docker(_)) | (Backend::Swarm(_), Env::Swarm(_)) => {
+                Ok(Some(docker::images::activate_line()))
+            }
             _ => Err(EnvError::Other("environment of another backend".into())),
         }
     }
@@ -192,6 +203,7 @@ impl Backend {
             (Backend::Docker(b), Env::Docker(e)) => {
                 b.run(e, spec, ws, script, timeout, cancel).await
             }
+            (Backend::Swarm(b), Env::Swarm(e)) => b.run(e, spec, ws, script, timeout, cancel).await,
             _ => Err(InfraError::Other("environment of another backend".into())),
         }
     }
@@ -206,8 +218,19 @@ impl Backend {
 
     /// End of a run: the docker backend removes images per `--cache-level`.
     pub async fn finish(&self) {
-        if let Backend::Docker(b) = self {
-            b.finish().await;
+        match self {
+            Backend::Docker(b) => b.finish().await,
+            Backend::Swarm(b) => b.finish().await,
+            Backend::Local(_) => {}
+        }
+    }
+
+    /// Where the evaluation in `ws` ran, for backends with several machines
+    /// (asked once, after `run`).
+    pub fn placement(&self, ws: &Workspace) -> Option<String> {
+        match self {
+            Backend::Swarm(b) => b.placement(ws),
+            _ => None,
         }
     }
 
@@ -216,7 +239,8 @@ impl Backend {
     pub async fn wait_ready(&self, limit: Duration) -> bool {
         match self {
             Backend::Local(_) => true,
-            Backend::Docker(_) => docker::daemon::wait_answers(limit).await,
+            // The swarm's manager is the engine at DOCKER_HOST.
+            Backend::Docker(_) | Backend::Swarm(_) => docker::daemon::wait_answers(limit).await,
         }
     }
 
@@ -231,10 +255,23 @@ impl Backend {
 
     /// Stop everything running now (second Ctrl-C): removes containers.
     pub async fn kill_running(&self) {
-        if let Backend::Docker(b) = self {
-            b.kill_running().await;
+        match self {
+            Backend::Docker(b) => b.kill_running().await,
+            Backend::Swarm(b) => b.kill_running().await,
+            Backend::Local(_) => {}
         }
     }
+}
+
+/// What a record's `environment` gains when the backend says where the
+/// evaluation ran (`placement`).
+pub fn placement_suffix(node: &str) -> String {
+    format!(" on node {node}")
+}
+
+/// The node in a record's `environment`, if a backend put one there.
+pub fn placement_of(environment: &str) -> Option<&str> {
+    environment.rsplit_once(" on node ").map(|(_, n)| n)
 }
 
 /// The requirements file as it is at the instance's environment setup
@@ -328,6 +365,18 @@ pub fn filter_requirements(text: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
         + "\n"
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::*;
+
+    #[test]
+    fn the_node_is_read_back_from_the_environment() {
+        let env = format!("image a:b sha256:1{}", placement_suffix("vm/abc"));
+        assert_eq!(placement_of(&env), Some("vm/abc"));
+        assert_eq!(placement_of("image a:b sha256:1"), None);
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@ use tokio::sync::{mpsc, watch};
 use crate::backend::docker::daemon::answers as daemon_answers;
 use crate::backend::docker::images::CacheLevel;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
-use crate::backend::{Backend, LocalBackend};
+use crate::backend::swarm::{SwarmError, SwarmOptions};
+use crate::backend::{Backend, LocalBackend, SwarmBackend};
 use crate::outcome::EvalRecord;
 use crate::repo::{RepoCache, RepoSources};
 use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup};
@@ -35,6 +36,8 @@ pub enum BackendChoice {
     Auto,
     Docker,
     Local,
+    /// Docker Swarm services, images from a registry.
+    Swarm,
 }
 
 /// Where repositories and specs come from, where caches live.
@@ -102,6 +105,7 @@ pub struct EngineOptions {
     /// Local backend: use bubblewrap where it is installed.
     pub sandbox: bool,
     pub docker: DockerOptions,
+    pub swarm: SwarmOptions,
     pub sources: Sources,
 }
 
@@ -164,6 +168,9 @@ pub enum EngineError {
     /// taken).
     #[error(transparent)]
     Locked(RunDirError),
+    /// The swarm options cannot be used.
+    #[error(transparent)]
+    SwarmConfig(SwarmError),
     #[error("cannot create {what}: {source}")]
     Io {
         what: String,
@@ -180,6 +187,7 @@ impl EngineError {
                 | EngineError::Specs(_)
                 | EngineError::DockerConfig(_)
                 | EngineError::Locked(RunDirError::Locked { .. })
+                | EngineError::SwarmConfig(_)
         )
     }
 }
@@ -243,7 +251,7 @@ impl Engine {
         let repos = opts.sources.repo_cache(dataset_path);
         let use_docker = match opts.backend {
             BackendChoice::Local => false,
-            BackendChoice::Docker => {
+            BackendChoice::Docker | BackendChoice::Swarm => {
                 daemon_answers().map_err(EngineError::NoDaemon)?;
                 true
             }
@@ -255,7 +263,18 @@ impl Engine {
                 }
             },
         };
-        let backend = if use_docker {
+        let backend = if opts.backend == BackendChoice::Swarm {
+            let b = SwarmBackend::new(
+                opts.docker.clone(),
+                opts.swarm.clone(),
+                &cache,
+                &opts.log_dir,
+                repos.clone(),
+                run_id,
+            )
+            .map_err(EngineError::SwarmConfig)?;
+            Backend::Swarm(Box::new(b))
+        } else if use_docker {
             let b = DockerBackend::new(
                 opts.docker.clone(),
                 &cache,

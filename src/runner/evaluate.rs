@@ -471,6 +471,12 @@ impl<'a> Evaluation<'a> {
             .run(env, rs, ws, script, timeout, cancel)
             .await
             .map_err(|e| stop(Outcome::InfraError, e.to_string()))?;
+        if let Some(node) = self.runner.backend.placement(ws) {
+            self.line(format!("ran on node {node}"));
+            if let Some(env) = self.record.environment.as_mut() {
+                env.push_str(&crate::backend::placement_suffix(&node));
+            }
+        }
         self.timings.tests = t.elapsed().as_secs_f64();
         self.timings.container = out.container.clone();
         // Setup output (install, venv) is worth reading whatever the verdict.
