@@ -152,6 +152,36 @@ fn image_of(r: &EvalRecord) -> Option<String> {
     id.starts_with("sha256:").then(|| id.to_string())
 }
 
+/// A variant's name as the container's folders allow it (letters, digits,
+/// `.`, `_`, `-`), unique among the instance's variants; the model is
+/// recorded beside it.
+fn variant_name(want: &str, taken: &[PatchVariant]) -> String {
+    let clean: String = want
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let clean = clean.trim_start_matches('.').to_string();
+    let clean = if clean.is_empty() {
+        "candidate".to_string()
+    } else {
+        clean
+    };
+    let free = |n: &str| taken.iter().all(|v| v.info.name != n);
+    if free(&clean) {
+        return clean;
+    }
+    (2..)
+        .map(|i| format!("{clean}-{i}"))
+        .find(|n| free(n))
+        .unwrap()
+}
+
 /// Measures every instance of `jobs`, one after the other (measurements
 /// must not compete for the CPU), and writes the reports.
 async fn measure_run(
@@ -210,11 +240,14 @@ async fn measure_run(
             .filter(|j| j.prediction.model_name_or_path != GOLD)
         {
             let model = &j.prediction.model_name_or_path;
-            let name = match (&j.sample, models.len()) {
-                (Some(s), 1) => s.clone(),
-                (Some(s), _) => format!("{model}@{s}"),
-                (None, _) => model.clone(),
-            };
+            let name = variant_name(
+                &match (&j.sample, models.len()) {
+                    (Some(s), 1) => s.clone(),
+                    (Some(s), _) => format!("{model}.{s}"),
+                    (None, _) => model.clone(),
+                },
+                &variants,
+            );
             let ok = resolved(&j.key());
             if j.prediction.is_empty_patch() || (only_resolved && ok != Some(true)) {
                 skipped.push(name);
@@ -326,4 +359,28 @@ fn write_file(path: &Path, text: &str) -> Result<(), ExpectedError> {
     write_atomic(path, text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))
         .map_err(ExpectedError::infra)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variant_names_are_safe_and_unique() {
+        let taken = vec![PatchVariant::base(), PatchVariant::base_copy()];
+        assert_eq!(variant_name("org/model@s 1", &taken), "org_model_s_1");
+        assert_eq!(variant_name("base", &taken), "base-2");
+        assert_eq!(variant_name("..", &taken), "candidate");
+        assert_eq!(variant_name("a.b_c-d", &taken), "a.b_c-d");
+    }
+
+    #[test]
+    fn the_image_is_read_from_the_environment() {
+        let mut r = EvalRecord::new("i", "m", "docker");
+        r.environment =
+            Some("image sweb.eval.x:latest sha256:abc; python 3.11 (debian-suite)".into());
+        assert_eq!(image_of(&r).as_deref(), Some("sha256:abc"));
+        r.environment = Some("venv /x/y".into());
+        assert_eq!(image_of(&r), None);
+    }
 }
