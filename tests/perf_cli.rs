@@ -208,6 +208,61 @@ fn perf_grades_then_measures_the_demo_and_gates_the_wrong_candidate() {
     assert!(j["aggregates"]["gold"].is_object(), "{}", j["aggregates"]);
     assert_eq!(containers_of("p2-perf"), "");
 
+    // `run --perf`: a normal run, then its resolved patches are measured
+    // by the same code; c (unresolved) is not measured, and said so.
+    let out = sb.run(&[
+        "run",
+        "--dataset",
+        dataset.to_str().unwrap(),
+        "--predictions",
+        preds.to_str().unwrap(),
+        "--instance-ids",
+        "patchgrade__demo-perf-1",
+        "--run-id",
+        "r1",
+        "--backend",
+        "docker",
+        "--base-image",
+        "none",
+        "--perf",
+        "--repeat",
+        "3",
+        "--warmup",
+        "0",
+        "--cpuset-cpus",
+        "0",
+        "--outlier-k",
+        "none",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let rec: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            sb.path()
+                .join("logs/run_evaluation/r1/perf/patchgrade__demo-perf-1/perf.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let names: Vec<&str> = rec["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["base", "base-aa", "gold", "a", "b"]);
+    // Gold was not part of this run: its correctness is unknown here.
+    assert_eq!(rec["variants"][2]["resolved"], Value::Null);
+    let notes = rec["analysis"]["notes"].to_string();
+    assert!(
+        notes.contains("not measured (not resolved or empty): c"),
+        "{notes}"
+    );
+    assert!(sb
+        .path()
+        .join("logs/run_evaluation/r1/perf/report.md")
+        .exists());
+    assert_eq!(containers_of("r1-perf"), "");
+
     // The local backend cannot measure: bad input, before anything runs.
     let out = sb.run(&[
         "perf",

@@ -20,11 +20,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$root"
 cargo build -q --bin patchgrade
+# A copy: rebuilding the tree during the calibration does not change it.
+cp target/debug/patchgrade "$work/patchgrade"
 cd "$work"
 demo="$root/instances/perf-demo"
 for i in $(seq 1 "$runs"); do
     set +e
-    "$root/target/debug/patchgrade" perf --dataset "$demo/dataset.jsonl" \
+    "$work/patchgrade" perf --dataset "$demo/dataset.jsonl" \
         --predictions "$demo/predictions.jsonl" --run-id calibrate --backend docker \
         --base-image none --repeat "$repeat" --cpuset-cpus 1 --json "$@" \
         >"$out/run-$i.json" 2>"$out/run-$i.stderr"

@@ -263,6 +263,11 @@ async fn measure_run(
                 patch: j.prediction.model_patch.clone(),
             });
         }
+        // `run --perf`: nothing the run resolved, nothing to measure.
+        if only_resolved && variants.len() == 3 && resolved(&gold_key) != Some(true) {
+            eprintln!("perf: {id}: no resolved patch to measure");
+            continue;
+        }
         // The image of the instance, from any of its evaluations.
         let image = records.get(&gold_key).and_then(image_of).or_else(|| {
             mine.iter()
