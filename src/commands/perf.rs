@@ -131,14 +131,18 @@ impl Measured {
     /// Exit: an instance that could not be measured leaves the results
     /// inconclusive (too noisy is a result); then the grading's own end.
     pub fn finish(self, graded: Result<(), ExpectedError>) -> Result<(), ExpectedError> {
-        if !self.failed.is_empty() {
-            return Err(ExpectedError::Inconclusive(format!(
-                "{} instance(s) could not be measured: {}",
-                self.failed.len(),
-                list(&self.failed, 10)
-            )));
+        if self.failed.is_empty() {
+            return graded;
         }
-        graded
+        let mut msg = format!(
+            "{} instance(s) could not be measured: {}",
+            self.failed.len(),
+            list(&self.failed, 10)
+        );
+        if let Err(ExpectedError::Inconclusive(g)) = graded {
+            msg = format!("{g}; {msg}");
+        }
+        Err(ExpectedError::Inconclusive(msg))
     }
 }
 
