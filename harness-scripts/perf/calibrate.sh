@@ -1,30 +1,38 @@
 #!/usr/bin/env bash
-# Calibration of the perf method on the perf demo (issue 13): builds the
-# demo's instance image with `patchgrade run --backend docker` (grading gold
-# and the three candidates on the way), then measures the demo RUNS times
-# (examples/perf_calibrate.rs) and prints, for wall and for CPU time, how
-# often gold and candidate a were reported faster, b slower, c scored, and
-# the A/A interval contained 1.0.
-# Usage: harness-scripts/perf/calibrate.sh [RUNS=20] [REPEAT=10]
-# Needs a Docker engine; the perf.json of every measurement is kept in
-# target/perf-calibrate/.
+# Calibration of `patchgrade perf` on the perf demo (issue 13): runs the real
+# command RUNS times on instances/perf-demo with its predictions (the first
+# run grades and builds the instance image; later runs reuse the grading by
+# its cache key) and prints, over the runs, how often gold and candidate a
+# were reported faster, b slower, c scored, the A/A interval contained 1.0,
+# and the instance was too noisy; with the load averages and the overhead
+# (calibrate_summary.py DIR RUNS prints them again from the kept JSON).
+# Usage: harness-scripts/perf/calibrate.sh [RUNS=20] [REPEAT=10] [extra perf flags...]
+# e.g. calibrate.sh 20 10 --metric wall
+# Needs a Docker engine. Every run's JSON is kept in target/perf-calibrate/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 runs=${1:-20}
 repeat=${2:-10}
+shift $(( $# < 2 ? $# : 2 ))
+out="$root/target/perf-calibrate"
+rm -rf "$out"
+mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$root"
-cargo build -q --bin patchgrade --example perf_calibrate
+cargo build -q --bin patchgrade
+# A copy: rebuilding the tree during the calibration does not change it.
+cp target/debug/patchgrade "$work/patchgrade"
 cd "$work"
-for preds in gold "$root/instances/perf-demo/predictions.jsonl"; do
-    "$root/target/debug/patchgrade" run --dataset "$root/instances/perf-demo/dataset.jsonl" \
-        --predictions "$preds" --run-id calibrate --backend docker --base-image none \
-        --cache-level instance >/dev/null
+demo="$root/instances/perf-demo"
+for i in $(seq 1 "$runs"); do
+    set +e
+    "$work/patchgrade" perf --dataset "$demo/dataset.jsonl" \
+        --predictions "$demo/predictions.jsonl" --run-id calibrate --backend docker \
+        --base-image none --repeat "$repeat" --cpuset-cpus 1 --json "$@" \
+        >"$out/run-$i.json" 2>"$out/run-$i.stderr"
+    rc=$?
+    set -e
+    echo "run $i: exit $rc, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 done
-for r in logs/run_evaluation/calibrate/*/*/patchgrade.json; do
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["outcome"], sys.argv[1].split("/")[3])' "$r"
-done
-image=$(python3 -c 'import json; print(json.load(open("logs/run_evaluation/calibrate/gold/patchgrade__demo-perf-1/patchgrade.json"))["environment"].split()[2])')
-echo "image $image"
-"$root/target/debug/examples/perf_calibrate" "$runs" "$image" "$root/target/perf-calibrate" "$repeat"
+python3 "$root/harness-scripts/perf/calibrate_summary.py" "$out" "$runs"

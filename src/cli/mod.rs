@@ -2,6 +2,7 @@
 //! commands do with them is in `commands`.
 
 pub mod engine_args;
+pub mod perf_args;
 pub mod reuse;
 
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use engine_args::EngineArgs;
+use perf_args::{MeasureArgs, PerfArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -39,6 +41,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Best-of-n: choose one sample per instance without the hidden tests.
     Select(SelectArgs),
+    /// Efficiency: grade, then time base, gold and each candidate per
+    /// instance in one container (Docker), with statistics against base.
+    Perf(PerfArgs),
 }
 
 #[derive(Debug, Args)]
@@ -61,6 +66,12 @@ pub struct RunArgs {
     /// Print the summary JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// After grading, measure the runtime of the resolved patches against
+    /// base (and gold) as `perf` does (Docker).
+    #[arg(long)]
+    pub perf: bool,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

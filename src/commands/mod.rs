@@ -3,6 +3,7 @@
 //! that prints results or picks exit codes.
 
 mod audit;
+mod perf;
 mod report;
 mod run;
 mod select;
@@ -31,6 +32,7 @@ pub async fn dispatch(command: Command, given: Given) -> Result<(), ExpectedErro
         Command::Audit(args) => audit::audit(args, &given).await,
         Command::Report(args) => report::report(args),
         Command::Select(args) => select::select(args, &given).await,
+        Command::Perf(args) => perf::perf(args).await,
     }
 }
 

@@ -9,10 +9,14 @@ use patchgrade::passk::render::after_run;
 use patchgrade::report::{model_summaries, RunInfo, Summary};
 use patchgrade::runner::jobs::jobs_for_predictions;
 
-pub async fn run(args: RunArgs) -> Result<(), ExpectedError> {
+pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
     let dataset = load_dataset(&args.dataset, &args.instance_ids)?;
     let preds = load_predictions(&args.predictions, &dataset).map_err(ExpectedError::bad)?;
     let jobs = jobs_for_predictions(&dataset, preds).map_err(ExpectedError::bad)?;
+    if args.perf {
+        // Checked before the evaluation; sets Docker and keeps the images.
+        super::perf::options(&args.measure, &mut args.engine, &args.run_id)?;
+    }
     let engine = Engine::build(&args.engine.options(), &args.run_id, &args.dataset)?;
     // The summary needs who predicted what, not the patches: the jobs (and
     // their patches) go to the engine uncopied (100,000-row files).
@@ -26,6 +30,9 @@ pub async fn run(args: RunArgs) -> Result<(), ExpectedError> {
             extra: Default::default(),
         })
         .collect();
+    // `--perf` measures the candidates after grading: only then are the
+    // jobs kept.
+    let perf_jobs = args.perf.then(|| jobs.clone()).unwrap_or_default();
     let done = engine.execute(jobs).await;
 
     let preds: Vec<&Prediction> = submitted.iter().collect();
@@ -52,5 +59,24 @@ pub async fn run(args: RunArgs) -> Result<(), ExpectedError> {
     if args.json {
         print_one_or_many(&summaries)?;
     }
-    finished_all(&done, "the run")
+    let graded = finished_all(&done, "the run");
+    if !args.perf
+        || matches!(
+            graded,
+            Err(ExpectedError::Interrupted | ExpectedError::Internal(_))
+        )
+    {
+        return graded;
+    }
+    let measured = super::perf::after_run(
+        &engine,
+        &dataset,
+        &perf_jobs,
+        &done.records,
+        &args.measure,
+        &args.engine,
+        &args.run_id,
+    )
+    .await?;
+    measured.finish(graded)
 }
