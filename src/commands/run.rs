@@ -32,7 +32,7 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
         .collect();
     // `--perf` measures the candidates after grading: only then are the
     // jobs kept.
-    let perf_jobs = args.perf.then(|| jobs.clone()).unwrap_or_default();
+    let perf_jobs = if args.perf { jobs.clone() } else { Vec::new() };
     let done = engine.execute(jobs).await;
 
     let preds: Vec<&Prediction> = submitted.iter().collect();
