@@ -32,7 +32,8 @@ pub enum Command {
     /// gold, PASS_TO_PASS passes on both; gold runs repeat to find flaky tests.
     Validate(ValidateArgs),
     /// Audit a finished run again: static checks from its files; with
-    /// --rerun, held-out tests and divergence from gold.
+    /// --rerun, held-out tests and divergence from gold. Or, with --dataset
+    /// and --predictions, a static audit of a submission (nothing run).
     Audit(AuditArgs),
     /// pass@k / pass^k with intervals, clean variants, slices and plots from
     /// run folders; or a paired comparison of two runs.
@@ -67,17 +68,32 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// The run folder: logs/run_evaluation/<run_id>.
-    pub run_dir: PathBuf,
+    /// The run folder: logs/run_evaluation/<run_id>. Or, instead, --dataset
+    /// with --predictions: a static audit of a submission, nothing run.
+    #[arg(required_unless_present = "predictions")]
+    pub run_dir: Option<PathBuf>,
     /// Dataset; default: the one RUN_DIR/run.json names.
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
+    /// Static audit of these predictions (or `gold`) against --dataset, with
+    /// no run and no Docker; not with RUN_DIR.
+    #[arg(
+        long,
+        value_name = "FILE|gold",
+        conflicts_with = "run_dir",
+        requires = "dataset"
+    )]
+    pub predictions: Vec<PathBuf>,
+    /// Static audit: judge leakage on the problem statement and the hints
+    /// (default: the statement alone, what an agent sees).
+    #[arg(long, requires = "predictions")]
+    pub with_hints: bool,
     /// Also run the dynamic checks (held-out tests, divergence from gold).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "predictions")]
     pub rerun: bool,
     /// Held-out tests: JSON lines with instance_id, HELD_OUT_TESTS and
     /// held_out_test_patch (instances may also carry those fields).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "predictions")]
     pub held_out: Option<PathBuf>,
     /// Print the audit counts as JSON on stdout.
     #[arg(long)]
