@@ -137,3 +137,169 @@ fn audit_of_a_submission_prints_findings_and_runs_nothing() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope-1"));
 }
+
+const BASE_MOD: &str = "\"\"\"Clamp helpers.\"\"\"\n\n\ndef clamp(x, lo, hi):\n    return max(lo, x)\n\n\ndef describe(x):\n    import os\n    return \"value %s\" % x\n";
+const GOLD_MOD: &str = "\"\"\"Clamp helpers.\"\"\"\n\n\ndef clamp(x, lo, hi):\n    return min(hi, max(lo, x))\n\n\ndef describe(x):\n    import os\n    return \"value %s\" % x\n";
+/// The fix with planted problems: a debug print (line 5), commented-out
+/// code (6-7), a new F841 (8); the pre-existing F401 moves from 9 to 13.
+const PLANTED_MOD: &str = "\"\"\"Clamp helpers.\"\"\"\n\n\ndef clamp(x, lo, hi):\n    print(\"clamp\", x, lo, hi)\n    # result = max(lo, x)\n    # return result\n    unused = hi\n    return min(hi, max(lo, x))\n\n\ndef describe(x):\n    import os\n    return \"value %s\" % x\n";
+const BASE_OTHER: &str = "VALUE=1\n";
+const SPEC_NO_PY: &str =
+    "repo: acme/review\nversions:\n  \"*\":\n    test_cmd: \"true\"\n    log_parser: pytest\n";
+
+fn docker_answers() -> bool {
+    std::process::Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn findings(review: &Value) -> Vec<(String, String, Vec<u64>)> {
+    review["review"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["kind"].as_str().unwrap().to_string(),
+                f["file"].as_str().unwrap_or("").to_string(),
+                f["lines"]
+                    .as_array()
+                    .map(|l| l.iter().map(|n| n.as_u64().unwrap()).collect())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
+    if !available(
+        "a Docker daemon",
+        "PATCHGRADE_REQUIRE_DOCKER",
+        docker_answers(),
+    ) || !available(
+        "PyPI (the review tools)",
+        "PATCHGRADE_REQUIRE_PYPI",
+        pypi_reachable(),
+    ) {
+        return;
+    }
+    let sb = Sandbox::new();
+    let repo = FixtureRepo::new(&sb, "acme/review");
+    repo.commit(
+        &[
+            ("pkg/__init__.py", Some(b"")),
+            ("pkg/mod.py", Some(BASE_MOD.as_bytes())),
+            ("pkg/other.py", Some(BASE_OTHER.as_bytes())),
+        ],
+        "initial",
+    );
+    let base = repo.head();
+    let gold = repo.diff_of(&[("pkg/mod.py", Some(GOLD_MOD.as_bytes()))], false);
+    let planted = repo.diff_of(
+        &[
+            ("pkg/mod.py", Some(PLANTED_MOD.as_bytes())),
+            ("pkg/other.py", Some(b"VALUE = 1\n")),
+            ("pkg/backup_mod.py", Some(b"X = 1\n")),
+        ],
+        false,
+    );
+    sb.write("specs/review.yaml", SPEC_NO_PY);
+    sb.write(
+        "dataset.jsonl",
+        &jsonl(&[instance(
+            "review-1",
+            "acme/review",
+            &base,
+            &gold,
+            "",
+            &[],
+            &[],
+        )]),
+    );
+    sb.write(
+        "preds.jsonl",
+        &jsonl(&[
+            prediction("review-1", "agent", Some(&planted)),
+            prediction("review-1", "gold", Some(&gold)),
+        ]),
+    );
+    let out = sb.run(&[
+        "review",
+        "--dataset",
+        "dataset.jsonl",
+        "--predictions",
+        "preds.jsonl",
+        "--run-id",
+        "rv",
+        "--backend",
+        "docker",
+        "--specs",
+        "specs",
+        "--mirror-dir",
+        "mirrors",
+        "--base-image",
+        "none",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let read = |model: &str| -> Value {
+        let p = sb.path().join(format!(
+            "logs/run_evaluation/rv/{model}/review-1/review.json"
+        ));
+        serde_json::from_str(&std::fs::read_to_string(&p).expect("review.json")).unwrap()
+    };
+
+    let agent = read("agent");
+    let notes = &agent["review"]["notes"];
+    assert!(
+        notes.is_null() || notes.as_array().unwrap().is_empty(),
+        "{notes}"
+    );
+    let f = findings(&agent);
+    let has = |kind: &str, file: &str, line: Option<u64>| {
+        f.iter()
+            .any(|(k, fi, l)| k == kind && fi == file && line.is_none_or(|n| l.contains(&n)))
+    };
+    assert!(has("debug_print", "pkg/mod.py", Some(5)), "{f:?}");
+    assert!(has("commented_out_code", "pkg/mod.py", Some(6)), "{f:?}");
+    assert!(has("new_lint", "pkg/mod.py", Some(8)), "{f:?}");
+    assert!(
+        has("whitespace_only_hunk", "pkg/other.py", Some(1)),
+        "{f:?}"
+    );
+    assert!(has("unrelated_file", "pkg/backup_mod.py", None), "{f:?}");
+    // The pre-existing F401 moved from 9 to 13: kept, not blamed.
+    assert!(!has("new_lint", "pkg/mod.py", Some(13)), "{f:?}");
+    let lint = &agent["review"]["lint"];
+    let new: Vec<&str> = lint["new"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(new, vec!["F841"], "{lint}");
+    assert_eq!(lint["kept"], 1, "{lint}");
+    assert!(agent["review"]["score"]["score"].as_f64().unwrap() < 100.0);
+
+    let gold = read("gold");
+    assert!(findings(&gold).is_empty(), "{gold}");
+    assert!(
+        gold["review"]["lint"].is_object(),
+        "linters ran on gold: {gold}"
+    );
+    let notes = &gold["review"]["notes"];
+    assert!(
+        notes.is_null() || notes.as_array().unwrap().is_empty(),
+        "{notes}"
+    );
+    assert_eq!(gold["review"]["score"]["score"], 100.0);
+
+    // The run's summary and its Markdown quality section.
+    let md = std::fs::read_to_string(sb.path().join("logs/run_evaluation/rv/review.md")).unwrap();
+    assert!(md.contains("| gold | 1 | 100.0 |"), "{md}");
+    assert!(
+        md.contains("| debug_print | 1 | 1 | `review-1 pkg/mod.py:5: "),
+        "{md}"
+    );
+}

@@ -4,6 +4,7 @@
 
 mod audit;
 mod report;
+mod review;
 mod run;
 mod select;
 mod validate;
@@ -31,6 +32,7 @@ pub async fn dispatch(command: Command, given: Given) -> Result<(), ExpectedErro
         Command::Audit(args) => audit::audit(args, &given).await,
         Command::Report(args) => report::report(args),
         Command::Select(args) => select::select(args, &given).await,
+        Command::Review(args) => review::review(args).await,
     }
 }
 
