@@ -5,8 +5,58 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
 use common::*;
 use serde_json::Value;
+
+/// A local OpenAI-compatible server that answers every chat request with
+/// the recorded reply tests/fixtures/review/judge/pointwise-good.json and
+/// keeps each request's Authorization header. No real model runs.
+fn judge_server() -> (String, Arc<Mutex<Vec<Option<String>>>>) {
+    let body = std::fs::read_to_string(
+        project_root().join("tests/fixtures/review/judge/pointwise-good.json"),
+    )
+    .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let (mut len, mut auth, mut line) = (0usize, None, String::new());
+            reader.read_line(&mut line).unwrap();
+            loop {
+                let mut h = String::new();
+                reader.read_line(&mut h).unwrap();
+                let h = h.trim_end();
+                if h.is_empty() {
+                    break;
+                }
+                let (k, v) = h.split_once(':').unwrap();
+                match k.to_ascii_lowercase().as_str() {
+                    "content-length" => len = v.trim().parse().unwrap(),
+                    "authorization" => auth = Some(v.trim().to_string()),
+                    _ => {}
+                }
+            }
+            let mut req = vec![0; len];
+            reader.read_exact(&mut req).unwrap();
+            seen2.lock().unwrap().push(auth);
+            let mut out = conn;
+            let _ = write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, seen)
+}
 
 /// Rows of the Lite fixture (tests/fixtures/swebench-lite/test.jsonl).
 fn lite_rows(ids: &[&str]) -> String {
