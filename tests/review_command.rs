@@ -352,4 +352,69 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
         md.contains("| debug_print | 1 | 1 | `review-1 pkg/mod.py:5: "),
         "{md}"
     );
+
+    // The judge, only with --judge-url: a local server, the key from the
+    // variable named, never written; a second run is served by the cache.
+    let (url, seen) = judge_server();
+    let judged = |run_id: &str| {
+        let out = std::process::Command::new(bin())
+            .args([
+                "review",
+                "--dataset",
+                "dataset.jsonl",
+                "--predictions",
+                "preds.jsonl",
+                "--run-id",
+                run_id,
+                "--backend",
+                "docker",
+                "--specs",
+                "specs",
+                "--mirror-dir",
+                "mirrors",
+                "--base-image",
+                "none",
+                "--judge-url",
+                &url,
+                "--judge-model",
+                "judge-model",
+                "--judge-key-env",
+                "PG_TEST_JUDGE_KEY",
+                "--judge-price-in",
+                "1",
+                "--judge-price-out",
+                "2",
+            ])
+            .current_dir(sb.path())
+            .env("PATCHGRADE_CACHE", sb.cache())
+            .env("PG_TEST_JUDGE_KEY", "sk-test-secret")
+            .output()
+            .unwrap();
+        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(0));
+    };
+    judged("rj");
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2, "one request per patch");
+    assert!(requests
+        .iter()
+        .all(|a| a.as_deref() == Some("Bearer sk-test-secret")));
+    let p = sb
+        .path()
+        .join("logs/run_evaluation/rj/agent/review-1/review.json");
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert!(!text.contains("sk-test-secret"));
+    let j: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        j["judge"]["criteria"]["tests"]["mean"], 1.0,
+        "{}",
+        j["judge"]
+    );
+    assert_eq!(j["judge"]["usage"]["prompt_tokens"], 812, "{}", j["judge"]);
+    judged("rj2");
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        2,
+        "the second run is served by <cache>/judge"
+    );
 }
