@@ -194,8 +194,10 @@ const GOLD_MOD: &str = "\"\"\"Clamp helpers.\"\"\"\n\n\ndef clamp(x, lo, hi):\n 
 /// code (6-7), a new F841 (8); the pre-existing F401 moves from 9 to 13.
 const PLANTED_MOD: &str = "\"\"\"Clamp helpers.\"\"\"\n\n\ndef clamp(x, lo, hi):\n    print(\"clamp\", x, lo, hi)\n    # result = max(lo, x)\n    # return result\n    unused = hi\n    return min(hi, max(lo, x))\n\n\ndef describe(x):\n    import os\n    return \"value %s\" % x\n";
 const BASE_OTHER: &str = "VALUE=1\n";
-const SPEC_NO_PY: &str =
-    "repo: acme/review\nversions:\n  \"*\":\n    test_cmd: \"true\"\n    log_parser: pytest\n";
+/// No env: the base image's python3 runs the unittest tests.
+const SPEC_NO_PY: &str = "repo: acme/review\nversions:\n  \"*\":\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+const TESTS: &str = "import unittest\nfrom pkg.mod import clamp\n\n\nclass TestClamp(unittest.TestCase):\n    def test_low(self):\n        self.assertEqual(clamp(-5, 0, 3), 0)\n";
+const WRONG_MOD: &str = "\"\"\"Clamp helpers.\"\"\"\n\n\ndef clamp(x, lo, hi):\n    return min(hi - 1, max(lo, x))\n\n\ndef describe(x):\n    import os\n    return \"value %s\" % x\n";
 
 fn docker_answers() -> bool {
     std::process::Command::new("docker")
@@ -242,10 +244,16 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
             ("pkg/__init__.py", Some(b"")),
             ("pkg/mod.py", Some(BASE_MOD.as_bytes())),
             ("pkg/other.py", Some(BASE_OTHER.as_bytes())),
+            ("tests/__init__.py", Some(b"")),
+            ("tests/test_mod.py", Some(TESTS.as_bytes())),
         ],
         "initial",
     );
     let base = repo.head();
+    let high =
+        format!("{TESTS}\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n");
+    let test_patch = repo.diff_of(&[("tests/test_mod.py", Some(high.as_bytes()))], false);
+    let wrong = repo.diff_of(&[("pkg/mod.py", Some(WRONG_MOD.as_bytes()))], false);
     let gold = repo.diff_of(&[("pkg/mod.py", Some(GOLD_MOD.as_bytes()))], false);
     let planted = repo.diff_of(
         &[
@@ -263,9 +271,9 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
             "acme/review",
             &base,
             &gold,
-            "",
-            &[],
-            &[],
+            &test_patch,
+            &["tests.test_mod.TestClamp.test_high"],
+            &["tests.test_mod.TestClamp.test_low"],
         )]),
     );
     sb.write(
@@ -273,10 +281,34 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
         &jsonl(&[
             prediction("review-1", "agent", Some(&planted)),
             prediction("review-1", "gold", Some(&gold)),
+            prediction("review-1", "wrong", Some(&wrong)),
         ]),
     );
+    // The tests first, in the same run folder: review --resolved-only
+    // reviews the two patches that resolve, not the wrong one.
+    let out = sb.run(&[
+        "run",
+        "--dataset",
+        "dataset.jsonl",
+        "--predictions",
+        "preds.jsonl",
+        "--run-id",
+        "rv",
+        "--backend",
+        "docker",
+        "--specs",
+        "specs",
+        "--mirror-dir",
+        "mirrors",
+        "--base-image",
+        "none",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(sb.outcome("rv", "agent", "review-1"), "resolved");
+    assert_eq!(sb.outcome("rv", "wrong", "review-1"), "unresolved");
     let out = sb.run(&[
         "review",
+        "--resolved-only",
         "--dataset",
         "dataset.jsonl",
         "--predictions",
@@ -348,6 +380,20 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
     // The run's summary and its Markdown quality section.
     let md = std::fs::read_to_string(sb.path().join("logs/run_evaluation/rv/review.md")).unwrap();
     assert!(md.contains("| gold | 1 | 100.0 |"), "{md}");
+    assert!(!md.contains("| wrong |"), "{md}");
+    assert!(!sb
+        .path()
+        .join("logs/run_evaluation/rv/wrong/review-1/review.json")
+        .exists());
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.path().join("logs/run_evaluation/rv/review.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary["models"]["gold"]["resolved"], 1, "{summary}");
+    assert_eq!(
+        summary["models"]["gold"]["mean_score_resolved"], 100.0,
+        "{summary}"
+    );
     assert!(
         md.contains("| debug_print | 1 | 1 | `review-1 pkg/mod.py:5: "),
         "{md}"
@@ -395,7 +441,7 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
     };
     judged("rj");
     let requests = seen.lock().unwrap().clone();
-    assert_eq!(requests.len(), 2, "one request per patch");
+    assert_eq!(requests.len(), 3, "one request per patch");
     assert!(requests
         .iter()
         .all(|a| a.as_deref() == Some("Bearer sk-test-secret")));
@@ -414,7 +460,7 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
     judged("rj2");
     assert_eq!(
         seen.lock().unwrap().len(),
-        2,
+        3,
         "the second run is served by <cache>/judge"
     );
 }

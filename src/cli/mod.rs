@@ -64,6 +64,10 @@ pub struct ReviewArgs {
     /// Read the hints with the problem statement (unrelated-file check, judge).
     #[arg(long)]
     pub with_hints: bool,
+    /// Review only the predictions whose evaluation in this run folder (a
+    /// `run` with the same --run-id) ended resolved.
+    #[arg(long)]
+    pub resolved_only: bool,
     /// Print every review as JSON on stdout.
     #[arg(long)]
     pub json: bool,

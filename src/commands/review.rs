@@ -16,6 +16,7 @@ use patchgrade::backend::docker::images::TESTBED;
 use patchgrade::backend::Workspace;
 use patchgrade::dataset::load_predictions;
 use patchgrade::engine::Engine;
+use patchgrade::outcome::Outcome;
 use patchgrade::patch::{apply_in_tree, Patch};
 use patchgrade::review::container::{self, TOOLS_BIN};
 use patchgrade::review::judge::{self, client::Client, rubric::Rubric, JudgeConfig, JudgeInput};
@@ -46,6 +47,7 @@ struct Shared {
     runner: Arc<Runner>,
     tools: PathBuf,
     with_hints: bool,
+    resolved_only: bool,
     judge: Option<(JudgeConfig, Rubric, bool)>,
     timeout: Duration,
 }
@@ -74,6 +76,7 @@ pub async fn review(args: ReviewArgs) -> Result<(), ExpectedError> {
         runner: runner.clone(),
         tools,
         with_hints: args.with_hints,
+        resolved_only: args.resolved_only,
         judge,
         timeout: opts.timeout,
     });
@@ -88,6 +91,12 @@ pub async fn review(args: ReviewArgs) -> Result<(), ExpectedError> {
         .await;
     runner.backend.finish().await;
     let reviewed: Vec<Reviewed> = reviewed.into_iter().flatten().collect();
+    if args.resolved_only && reviewed.is_empty() {
+        eprintln!(
+            "--resolved-only: no evaluation in {} ended resolved (run `patchgrade run` with the same --run-id first)",
+            runner.cfg.rundir.path().display()
+        );
+    }
     for r in &reviewed {
         eprintln!("{}", quality::line(r));
     }
@@ -145,6 +154,11 @@ async fn review_job(shared: &Shared, job: &Job) -> Option<Reviewed> {
     let t = Instant::now();
     let inst = job.instance.clone();
     let dir = job.eval_dir(&shared.runner.cfg.rundir);
+    // The test run's verdict, when this run folder has one.
+    let outcome = dir.record().ok().flatten().map(|r| r.outcome);
+    if shared.resolved_only && outcome != Some(Outcome::Resolved) {
+        return None;
+    }
     let issue = if shared.with_hints && !inst.hints_text.is_empty() {
         format!("{}\n{}", inst.problem_statement, inst.hints_text)
     } else {
@@ -204,6 +218,7 @@ async fn review_job(shared: &Shared, job: &Job) -> Option<Reviewed> {
         judge_overall: judged
             .as_ref()
             .and_then(|j| j.overall.as_ref().map(|s| s.mean)),
+        outcome: outcome.map(|o| o.to_string()),
         seconds,
     })
 }

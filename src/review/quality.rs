@@ -20,6 +20,9 @@ pub struct Reviewed {
     /// The judge's overall mean (1-5, or pairwise preference), when judged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judge_overall: Option<f64>,
+    /// The test run's outcome in the same run folder, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
     pub seconds: f64,
 }
 
@@ -58,6 +61,11 @@ pub struct ModelQuality {
     pub kinds: BTreeMap<FindingKind, KindCount>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judge_mean: Option<f64>,
+    /// Reviewed patches whose test run resolved the instance.
+    pub resolved: usize,
+    /// Their mean score.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_score_resolved: Option<f64>,
 }
 
 /// The run's review, by model.
@@ -76,6 +84,10 @@ pub fn summarise(reviewed: &[Reviewed]) -> QualitySummary {
         m.mean_score += r.review.score.score;
         m.buckets[bucket(r.review.score.score)] += 1;
         m.with_notes += usize::from(!r.review.notes.is_empty());
+        if r.outcome.as_deref() == Some("resolved") {
+            m.resolved += 1;
+            *m.mean_score_resolved.get_or_insert(0.0) += r.review.score.score;
+        }
         let mut seen = std::collections::BTreeSet::new();
         for f in &r.review.findings {
             let k = m.kinds.entry(f.kind).or_default();
@@ -94,6 +106,9 @@ pub fn summarise(reviewed: &[Reviewed]) -> QualitySummary {
     }
     for (name, m) in out.models.iter_mut() {
         m.mean_score /= m.reviewed.max(1) as f64;
+        if let Some(s) = &mut m.mean_score_resolved {
+            *s /= m.resolved.max(1) as f64;
+        }
         m.judge_mean = judged
             .get(name.as_str())
             .map(|v| v.iter().sum::<f64>() / v.len() as f64);
@@ -130,7 +145,11 @@ pub fn line(r: &Reviewed) -> String {
 pub fn table(s: &QualitySummary) -> String {
     let mut header = vec!["model", "reviewed", "mean score"];
     header.extend(BUCKETS);
-    header.extend(["not fully linted", "top findings (patches)"]);
+    header.extend([
+        "not fully linted",
+        "resolved (mean)",
+        "top findings (patches)",
+    ]);
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for (name, m) in &s.models {
         let mut row = vec![
@@ -140,10 +159,18 @@ pub fn table(s: &QualitySummary) -> String {
         ];
         row.extend(m.buckets.iter().map(usize::to_string));
         row.push(m.with_notes.to_string());
+        row.push(resolved_cell(m));
         row.push(top(m, 4));
         rows.push(row);
     }
     render(&rows, Layout::default())
+}
+
+fn resolved_cell(m: &ModelQuality) -> String {
+    match m.mean_score_resolved {
+        Some(s) => format!("{} ({s:.1})", m.resolved),
+        None => "-".into(),
+    }
 }
 
 fn top(m: &ModelQuality, n: usize) -> String {
@@ -169,8 +196,8 @@ pub fn markdown(s: &QualitySummary, reviewed: &[Reviewed]) -> String {
     for b in BUCKETS {
         out.push_str(&format!(" {b} |"));
     }
-    out.push_str(" not fully linted | judge mean |\n|---|---|---|");
-    out.push_str(&"---|".repeat(BUCKETS.len() + 2));
+    out.push_str(" not fully linted | resolved (mean score) | judge mean |\n|---|---|---|");
+    out.push_str(&"---|".repeat(BUCKETS.len() + 3));
     out.push('\n');
     for (name, m) in &s.models {
         out.push_str(&format!(
@@ -181,7 +208,11 @@ pub fn markdown(s: &QualitySummary, reviewed: &[Reviewed]) -> String {
             out.push_str(&format!(" {b} |"));
         }
         let j = m.judge_mean.map_or("-".into(), |j| format!("{j:.2}"));
-        out.push_str(&format!(" {} | {j} |\n", m.with_notes));
+        out.push_str(&format!(
+            " {} | {} | {j} |\n",
+            m.with_notes,
+            resolved_cell(m)
+        ));
     }
     for (name, m) in &s.models {
         out.push_str(&format!("\n### {name}: most frequent findings\n\n"));
@@ -234,6 +265,7 @@ mod tests {
             sample: None,
             review: assemble(h, None, Vec::new(), Vec::new()),
             judge_overall: None,
+            outcome: (id == "i-1").then(|| "resolved".to_string()),
             seconds: 0.1,
         }
     }
@@ -260,7 +292,7 @@ mod tests {
         assert!(table(&s).contains("debug_print 1"));
         let md = markdown(&s, &r);
         assert!(
-            md.contains("| a | 2 | 90.0 | 1 | 0 | 1 | 0 | 0 | 0 | - |"),
+            md.contains("| a | 2 | 90.0 | 1 | 0 | 1 | 0 | 0 | 0 | 1 (100.0) | - |"),
             "{md}"
         );
         assert!(
