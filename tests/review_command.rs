@@ -306,9 +306,14 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(sb.outcome("rv", "agent", "review-1"), "resolved");
     assert_eq!(sb.outcome("rv", "wrong", "review-1"), "unresolved");
+    let run_json = sb.path().join("logs/run_evaluation/rv/run.json");
+    let recorded = std::fs::read(&run_json).unwrap();
     let out = sb.run(&[
         "review",
         "--resolved-only",
+        // Another setup than the run's: its run.json must stay as it was.
+        "--timeout",
+        "900",
         "--dataset",
         "dataset.jsonl",
         "--predictions",
@@ -325,6 +330,7 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
         "none",
     ]);
     assert_eq!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read(&run_json).unwrap(), recorded, "run.json kept");
     let read = |model: &str| -> Value {
         let p = sb.path().join(format!(
             "logs/run_evaluation/rv/{model}/review-1/review.json"

@@ -23,6 +23,7 @@ use patchgrade::review::judge::{self, client::Client, rubric::Rubric, JudgeConfi
 use patchgrade::review::quality::{self, Reviewed};
 use patchgrade::review::script::{self, ScriptSpec};
 use patchgrade::review::{assemble, hygiene, lines::parse_diff, StaticReview};
+use patchgrade::rundir::RunDir;
 use patchgrade::runner::jobs::{jobs_for_predictions, Job};
 use patchgrade::runner::Runner;
 
@@ -59,7 +60,21 @@ pub async fn review(args: ReviewArgs) -> Result<(), ExpectedError> {
     let jobs = jobs_for_predictions(&dataset, preds).map_err(ExpectedError::bad)?;
     let judge = judge_config(&args.judge, &args.engine.options().sources.cache())?;
     let opts = args.engine.options();
+    // Reviewing a finished run's folder must not change what its run.json
+    // records (the setup `audit --rerun` and `select` reuse).
+    let run_json = RunDir::new(&opts.log_dir, &args.run_id)
+        .path()
+        .join("run.json");
+    let recorded = std::fs::read(&run_json).ok();
     let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
+    if let Some(bytes) = recorded {
+        std::fs::write(&run_json, bytes).map_err(|e| {
+            ExpectedError::infra(anyhow::anyhow!(
+                "cannot restore {}: {e}",
+                run_json.display()
+            ))
+        })?;
+    }
     if engine.backend_name != "docker" {
         return Err(ExpectedError::bad(anyhow::anyhow!(
             "review runs the linters in the instances' containers and needs the docker backend (no Docker daemon answers, or --backend local was given)"
