@@ -191,14 +191,46 @@ pub fn model_dir(model: &str) -> String {
 /// Rows of a `.jsonl` or `.json` file (a list, or an object whose values
 /// are the rows) with their 1-based positions.
 pub fn read_rows(path: &Path) -> Result<Vec<(usize, Value)>, InputError> {
-    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
+    let mut rows = Vec::new();
+    for_each_row(path, |line, v| {
+        rows.push((line, v));
+        Ok(())
+    })?;
+    Ok(rows)
+}
+
+/// Each row of a `.jsonl` or `.json` file with its 1-based position, one at
+/// a time: a `.jsonl` file's rows are never all held as JSON values at once
+/// (prediction files of 100,000 rows).
+pub fn for_each_row(
+    path: &Path,
+    mut each: impl FnMut(usize, Value) -> Result<(), InputError>,
+) -> Result<(), InputError> {
+    let bytes = std::fs::read(path).map_err(|source| InputError::Read {
         path: path.to_owned(),
         source,
+    })?;
+    // JSON is UTF-8: bytes that are not are an error at their line (a patch
+    // in another encoding), not a failure to read the whole file.
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..at];
+        let line_start = before
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        InputError::Row {
+            path: path.to_owned(),
+            line: before.iter().filter(|b| **b == b'\n').count() + 1,
+            reason: format!(
+                "invalid UTF-8 at byte {} of the line (JSON text must be UTF-8)",
+                at - line_start + 1
+            ),
+        }
     })?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     match ext {
         "jsonl" => {
-            let mut rows = Vec::new();
             for (i, line) in text.lines().enumerate() {
                 if line.trim().is_empty() {
                     continue;
@@ -208,9 +240,9 @@ pub fn read_rows(path: &Path) -> Result<Vec<(usize, Value)>, InputError> {
                     line: i + 1,
                     reason: format!("invalid JSON: {e}"),
                 })?;
-                rows.push((i + 1, v));
+                each(i + 1, v)?;
             }
-            Ok(rows)
+            Ok(())
         }
         "json" => {
             let v: Value = serde_json::from_str(&text).map_err(|e| InputError::Row {
@@ -219,17 +251,15 @@ pub fn read_rows(path: &Path) -> Result<Vec<(usize, Value)>, InputError> {
                 reason: format!("invalid JSON: {e}"),
             })?;
             match v {
-                Value::Array(items) => Ok(items
+                Value::Array(items) => items
                     .into_iter()
                     .enumerate()
-                    .map(|(i, v)| (i + 1, v))
-                    .collect()),
+                    .try_for_each(|(i, v)| each(i + 1, v)),
                 // The SWE-agent `preds.json` shape: only the values are used.
-                Value::Object(map) => Ok(map
+                Value::Object(map) => map
                     .into_iter()
                     .enumerate()
-                    .map(|(i, (_, v))| (i + 1, v))
-                    .collect()),
+                    .try_for_each(|(i, (_, v))| each(i + 1, v)),
                 _ => Err(InputError::File {
                     path: path.to_owned(),
                     reason: "expected a JSON list or object of rows".into(),
@@ -355,7 +385,7 @@ pub fn load_predictions(
             }));
             continue;
         }
-        for (line, v) in read_rows(src)? {
+        for_each_row(src, |line, v| {
             let p: Prediction = from_row(src, line, v)?;
             if p.instance_id.trim().is_empty() {
                 return Err(InputError::Row {
@@ -372,7 +402,8 @@ pub fn load_predictions(
                 });
             }
             preds.push(p);
-        }
+            Ok(())
+        })?;
     }
     let ids: BTreeSet<&str> = dataset
         .instances

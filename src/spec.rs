@@ -36,6 +36,14 @@ pub enum SpecError {
         version: String,
         known: String,
     },
+    #[error(
+        "instance {instance}: log_parser {name:?} is not a parser patchgrade knows ({reason})"
+    )]
+    InstanceParser {
+        instance: String,
+        name: String,
+        reason: String,
+    },
 }
 
 /// How the test files named in the test patch become runner arguments.
@@ -251,6 +259,34 @@ impl SpecSet {
             })
     }
 
+    /// The spec an instance runs with: its repository and version's, with
+    /// the log parser the instance itself names when it carries a
+    /// `log_parser` field (the reference's current datasets do, e.g.
+    /// `parse_log_django`). The parser is part of the spec's hash, so a
+    /// result graded with another parser is not reused.
+    pub fn for_instance(
+        &self,
+        inst: &crate::dataset::Instance,
+    ) -> Result<std::borrow::Cow<'_, ResolvedSpec>, SpecError> {
+        let rs = self.lookup(&inst.repo, &inst.version)?;
+        let Some(name) = inst.extra.get("log_parser").and_then(Value::as_str) else {
+            return Ok(std::borrow::Cow::Borrowed(rs));
+        };
+        let parser: LogParser =
+            name.parse()
+                .map_err(|e: crate::parse::UnknownParser| SpecError::InstanceParser {
+                    instance: inst.instance_id.clone(),
+                    name: name.to_string(),
+                    reason: e.to_string(),
+                })?;
+        if parser == rs.spec.log_parser {
+            return Ok(std::borrow::Cow::Borrowed(rs));
+        }
+        let mut own = rs.clone();
+        own.spec.log_parser = parser;
+        Ok(std::borrow::Cow::Owned(own))
+    }
+
     pub fn repos(&self) -> impl Iterator<Item = &str> {
         self.by_repo.keys().map(String::as_str)
     }
@@ -263,6 +299,39 @@ mod tests {
     fn set(text: &str) -> Result<SpecSet, SpecError> {
         let mut s = SpecSet::default();
         s.add_text(Path::new("t.yaml"), text).map(|_| s)
+    }
+
+    #[test]
+    fn an_instance_log_parser_field_picks_the_parser() {
+        let s = set("repo: o/r\ndefaults:\n  test_cmd: pytest -rA\n  log_parser: pytest\nversions:\n  \"*\":\n    python: \"3.11\"\n")
+            .unwrap();
+        let inst = |extra: serde_json::Value| -> crate::dataset::Instance {
+            let mut row = serde_json::json!({
+                "instance_id": "o__r-1", "repo": "o/r", "base_commit": "0", "version": "1.0"
+            });
+            for (k, v) in extra.as_object().unwrap() {
+                row[k] = v.clone();
+            }
+            serde_json::from_value(row).unwrap()
+        };
+        let plain = s.for_instance(&inst(serde_json::json!({}))).unwrap();
+        assert!(matches!(plain, std::borrow::Cow::Borrowed(_)));
+        let base_hash = plain.spec.hash();
+        // The reference's per-repo registry names, as Verified rows carry them.
+        let own = s
+            .for_instance(&inst(serde_json::json!({"log_parser": "parse_log_scikit"})))
+            .unwrap();
+        assert_eq!(own.spec.log_parser, LogParser::PytestV2);
+        assert_ne!(own.spec.hash(), base_hash, "another parser, another result");
+        let same = s
+            .for_instance(&inst(serde_json::json!({"log_parser": "parse_log_pytest"})))
+            .unwrap();
+        assert_eq!(same.spec.hash(), base_hash);
+        let e = s
+            .for_instance(&inst(serde_json::json!({"log_parser": "parse_log_cobol"})))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("o__r-1") && e.contains("parse_log_cobol"), "{e}");
     }
 
     #[test]

@@ -295,6 +295,33 @@ fn every_python_from_3_6_to_3_11_builds_an_env_image_and_resolves() {
         assert_eq!(l["patchgrade.python.pip"], interp.tools.pip, "{l}");
         report.push(format!("{v:5} {env}"));
     }
+    // run.json names every interpreter the run's images got, and records
+    // the --python-dir given, so that audit --rerun and select reuse it.
+    let meta_path = sb.path().join("logs/run_evaluation/pythons/run.json");
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
+    let recorded: Vec<&str> = meta["pythons"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no pythons in {meta}"))
+        .iter()
+        .map(|p| p["version"].as_str().unwrap())
+        .collect();
+    for (v, interp) in &interps {
+        assert!(
+            recorded.contains(&interp.version.to_string().as_str()),
+            "Python {v} not in run.json's {recorded:?}"
+        );
+    }
+    let dirs = meta["setup"]["docker"]["python_dirs"].as_array();
+    for a in &dir_args {
+        let version = a.split('=').next().unwrap();
+        assert!(
+            dirs.is_some_and(|d| d
+                .iter()
+                .any(|x| x.as_str().unwrap().starts_with(&format!("{version}=")))),
+            "--python-dir {a} not recorded: {meta}"
+        );
+    }
     eprintln!(
         "{} interpreters through patchgrade run in {secs:.0}s:\n{}",
         interps.len(),

@@ -74,10 +74,7 @@ fn static_audit(
     let log = a.dir.test_log();
     let mut input = AuditInput::new(inst, &patch);
     input.test_log = log.as_deref();
-    input.log_parser = specs
-        .lookup(&inst.repo, &inst.version)
-        .ok()
-        .map(|s| s.spec.log_parser);
+    input.log_parser = specs.for_instance(inst).ok().map(|s| s.spec.log_parser);
     let mut audit = audit_static(&input);
     if !drop_dynamic {
         for r in a.record.audit.iter().flat_map(|old| old.reasons.iter()) {
@@ -135,9 +132,7 @@ fn divergence_directives(
     files: &[String],
     specs: &SpecSet,
 ) -> Result<Vec<String>, String> {
-    let spec = specs
-        .lookup(&inst.repo, &inst.version)
-        .map_err(|e| e.to_string())?;
+    let spec = specs.for_instance(inst).map_err(|e| e.to_string())?;
     let mode = spec.spec.test_directives;
     let dirs: Vec<String> = files
         .iter()

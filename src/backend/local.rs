@@ -412,6 +412,8 @@ impl LocalBackend {
             cancelled,
             elapsed,
             container: None,
+            oom_killed_at: None,
+            capped: None,
         })
     }
 }

@@ -1,4 +1,5 @@
-//! Where the eval script runs: on the host (local) or in containers (docker).
+//! Where the eval script runs: on the host (local), in containers (docker)
+//! or in swarm services across machines (swarm).
 //!
 //! A backend prepares an environment for a spec (cached, shared across
 //! instances) and runs one eval script against one candidate tree with a
@@ -7,6 +8,7 @@
 
 pub mod docker;
 pub mod local;
+pub mod swarm;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -69,6 +71,20 @@ pub struct RunOutput {
     pub elapsed: Duration,
     /// Docker: the container's phases.
     pub container: Option<crate::outcome::ContainerTimings>,
+    /// The kernel OOM-killed a process of the run: the memory limit it hit,
+    /// as given (`--memory`).
+    pub oom_killed_at: Option<String>,
+    /// Output past the log cap was dropped.
+    pub capped: Option<LogCap>,
+}
+
+/// The test log hit its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogCap {
+    /// Bytes kept.
+    pub cap: usize,
+    /// Bytes dropped past it.
+    pub dropped: u64,
 }
 
 /// Where an evaluation's files live while it runs.
@@ -85,12 +101,14 @@ pub struct Workspace {
 
 pub use docker::{DockerBackend, DockerEnv};
 pub use local::{LocalBackend, LocalEnv};
+pub use swarm::{SwarmBackend, SwarmEnv};
 
 /// The backends patchgrade can run on.
 #[derive(Debug)]
 pub enum Backend {
     Local(LocalBackend),
     Docker(Box<DockerBackend>),
+    Swarm(Box<SwarmBackend>),
 }
 
 /// A prepared environment, by backend.
@@ -98,6 +116,7 @@ pub enum Backend {
 pub enum Env {
     Local(LocalEnv),
     Docker(DockerEnv),
+    Swarm(SwarmEnv),
 }
 
 impl Env {
@@ -106,6 +125,7 @@ impl Env {
         match self {
             Env::Local(e) => e.describe(),
             Env::Docker(e) => e.describe(),
+            Env::Swarm(e) => e.describe(),
         }
     }
 }
@@ -115,6 +135,7 @@ impl Backend {
         match self {
             Backend::Local(_) => "local",
             Backend::Docker(_) => "docker",
+            Backend::Swarm(_) => "swarm",
         }
     }
 
@@ -125,6 +146,7 @@ impl Backend {
         match self {
             Backend::Local(_) => Vec::new(),
             Backend::Docker(b) => b.interpreters(),
+            Backend::Swarm(b) => b.interpreters(),
         }
     }
 
@@ -132,7 +154,7 @@ impl Backend {
     pub fn testbed(&self, ws: &Workspace) -> String {
         match self {
             Backend::Local(_) => ws.tree.display().to_string(),
-            Backend::Docker(_) => docker::images::TESTBED.to_string(),
+            Backend::Docker(_) | Backend::Swarm(_) => docker::images::TESTBED.to_string(),
         }
     }
 
@@ -145,6 +167,7 @@ impl Backend {
         match self {
             Backend::Local(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Local),
             Backend::Docker(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Docker),
+            Backend::Swarm(b) => b.prepare_env(spec, inst, log_dir).await.map(Env::Swarm),
         }
     }
 
@@ -159,7 +182,9 @@ impl Backend {
         match (self, env) {
             (Backend::Local(b), Env::Local(e)) => b.prepare_workspace(e, spec, ws).await,
             // pre_install and install ran in the instance image.
-            (Backend::Docker(_), Env::Docker(_)) => Ok(Some(docker::images::activate_line())),
+            (Backend::Docker(_), Env::Docker(_)) | (Backend::Swarm(_), Env::Swarm(_)) => {
+                Ok(Some(docker::images::activate_line()))
+            }
             _ => Err(EnvError::Other("environment of another backend".into())),
         }
     }
@@ -178,6 +203,7 @@ impl Backend {
             (Backend::Docker(b), Env::Docker(e)) => {
                 b.run(e, spec, ws, script, timeout, cancel).await
             }
+            (Backend::Swarm(b), Env::Swarm(e)) => b.run(e, spec, ws, script, timeout, cancel).await,
             _ => Err(InfraError::Other("environment of another backend".into())),
         }
     }
@@ -192,17 +218,60 @@ impl Backend {
 
     /// End of a run: the docker backend removes images per `--cache-level`.
     pub async fn finish(&self) {
+        match self {
+            Backend::Docker(b) => b.finish().await,
+            Backend::Swarm(b) => b.finish().await,
+            Backend::Local(_) => {}
+        }
+    }
+
+    /// Where the evaluation in `ws` ran, for backends with several machines
+    /// (asked once, after `run`).
+    pub fn placement(&self, ws: &Workspace) -> Option<String> {
+        match self {
+            Backend::Swarm(b) => b.placement(ws),
+            _ => None,
+        }
+    }
+
+    /// Wait (at most `limit`) until the engine answers; true when it does.
+    /// The local backend is always there.
+    pub async fn wait_ready(&self, limit: Duration) -> bool {
+        match self {
+            Backend::Local(_) => true,
+            // The swarm's manager is the engine at DOCKER_HOST.
+            Backend::Docker(_) | Backend::Swarm(_) => docker::daemon::wait_answers(limit).await,
+        }
+    }
+
+    /// Remove what killed earlier processes of this run id left running
+    /// (their containers, found by label). Only call it holding the run
+    /// folder's lock.
+    pub async fn remove_stale(&self, run_id: &str) {
         if let Backend::Docker(b) = self {
-            b.finish().await;
+            b.remove_stale(run_id).await;
         }
     }
 
     /// Stop everything running now (second Ctrl-C): removes containers.
     pub async fn kill_running(&self) {
-        if let Backend::Docker(b) = self {
-            b.kill_running().await;
+        match self {
+            Backend::Docker(b) => b.kill_running().await,
+            Backend::Swarm(b) => b.kill_running().await,
+            Backend::Local(_) => {}
         }
     }
+}
+
+/// What a record's `environment` gains when the backend says where the
+/// evaluation ran (`placement`).
+pub fn placement_suffix(node: &str) -> String {
+    format!(" on node {node}")
+}
+
+/// The node in a record's `environment`, if a backend put one there.
+pub fn placement_of(environment: &str) -> Option<&str> {
+    environment.rsplit_once(" on node ").map(|(_, n)| n)
 }
 
 /// The requirements file as it is at the instance's environment setup
@@ -296,6 +365,18 @@ pub fn filter_requirements(text: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
         + "\n"
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::*;
+
+    #[test]
+    fn the_node_is_read_back_from_the_environment() {
+        let env = format!("image a:b sha256:1{}", placement_suffix("vm/abc"));
+        assert_eq!(placement_of(&env), Some("vm/abc"));
+        assert_eq!(placement_of("image a:b sha256:1"), None);
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 
 use patchgrade::backend::docker::images::CacheLevel;
 use patchgrade::backend::docker::DockerOptions;
+use patchgrade::backend::swarm::SwarmOptions;
 use patchgrade::engine::{BackendChoice, EngineOptions, Sources};
 use patchgrade::python::PythonDir;
 use patchgrade::repo::DEFAULT_URL_TEMPLATE;
@@ -18,6 +19,9 @@ pub enum BackendKind {
     Auto,
     Docker,
     Local,
+    /// Docker Swarm: one service per evaluation across the swarm's nodes
+    /// (DOCKER_HOST is a manager; needs --registry).
+    Swarm,
 }
 
 /// Where datasets' repositories come from and where caches live.
@@ -60,6 +64,8 @@ pub struct EngineArgs {
     pub no_sandbox: bool,
     #[command(flatten)]
     pub docker: DockerArgs,
+    #[command(flatten)]
+    pub swarm: SwarmArgs,
     #[command(flatten)]
     pub sources: SourceArgs,
 }
@@ -118,6 +124,15 @@ pub struct DockerArgs {
     pub python_dirs: Vec<PythonDir>,
 }
 
+/// Swarm flags of `patchgrade run`.
+#[derive(Debug, Clone, Args)]
+pub struct SwarmArgs {
+    /// Swarm: registry every node can reach, HOST:PORT; instance images are
+    /// pushed there and run by digest.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub registry: Option<String>,
+}
+
 /// `--cache-level` values (the library's `CacheLevel`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum CacheLevelArg {
@@ -165,6 +180,7 @@ impl EngineArgs {
                 BackendKind::Auto => BackendChoice::Auto,
                 BackendKind::Docker => BackendChoice::Docker,
                 BackendKind::Local => BackendChoice::Local,
+                BackendKind::Swarm => BackendChoice::Swarm,
             },
             max_workers: self.max_workers,
             timeout: Duration::from_secs(self.timeout),
@@ -172,6 +188,9 @@ impl EngineArgs {
             force: self.force,
             sandbox: !self.no_sandbox,
             docker: self.docker.options(),
+            swarm: SwarmOptions {
+                registry: self.swarm.registry.clone(),
+            },
             sources: Sources {
                 specs: self.sources.specs.clone(),
                 mirror_dir: self.sources.mirror_dir.clone(),

@@ -10,6 +10,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, ValueEnum};
 
 use super::engine_args::{BackendKind, CacheLevelArg, EngineArgs};
+use patchgrade::python::find::PythonDir;
 use patchgrade::rundir::RunSetup;
 
 /// The arguments given on the command line (not defaults, not the
@@ -60,6 +61,19 @@ impl<T: Shown> Shown for Option<T> {
             Some(x) => x.shown(),
             None => "(none)".into(),
         }
+    }
+}
+
+impl Shown for Vec<PythonDir> {
+    fn shown(&self) -> String {
+        if self.is_empty() {
+            return "(none)".into();
+        }
+        let v: Vec<String> = self
+            .iter()
+            .map(|p| format!("{}={}", p.version, p.prefix.display()))
+            .collect();
+        v.join(" ")
     }
 }
 
@@ -221,6 +235,12 @@ impl EngineArgs {
                 &mut o.cache_level,
                 Some(level),
             );
+            let dirs: Option<Vec<PythonDir>> = d
+                .python_dirs
+                .iter()
+                .map(|s| PythonDir::parse(s).ok())
+                .collect();
+            m.take("python_dirs", "--python-dir", &mut o.python_dirs, dirs);
             m.take(
                 "cache_budget",
                 "--cache-budget",

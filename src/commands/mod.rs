@@ -146,12 +146,20 @@ fn list(items: &[String], max: usize) -> String {
 fn finished(done: &Executed) -> Result<(), ExpectedError> {
     if done.failed_tasks > 0 {
         return Err(ExpectedError::Internal(format!(
-            "{} evaluation tasks panicked; nothing was recorded for them",
+            "{} evaluation tasks failed outside their evaluation; nothing was recorded for them",
             done.failed_tasks
         )));
     }
     if done.interrupted {
         return Err(ExpectedError::Interrupted);
+    }
+    if !done.unwritten.is_empty() {
+        // Nothing was recorded for these: a rerun evaluates them again.
+        return Err(ExpectedError::infra(anyhow::anyhow!(
+            "{} results could not be written (nothing recorded for them):\n  {}",
+            done.unwritten.len(),
+            done.unwritten.join("\n  ")
+        )));
     }
     Ok(())
 }

@@ -14,9 +14,21 @@ pub async fn run(args: RunArgs) -> Result<(), ExpectedError> {
     let preds = load_predictions(&args.predictions, &dataset).map_err(ExpectedError::bad)?;
     let jobs = jobs_for_predictions(&dataset, preds).map_err(ExpectedError::bad)?;
     let engine = Engine::build(&args.engine.options(), &args.run_id, &args.dataset)?;
-    let done = engine.execute(jobs.clone()).await;
+    // The summary needs who predicted what, not the patches: the jobs (and
+    // their patches) go to the engine uncopied (100,000-row files).
+    let submitted: Vec<Prediction> = jobs
+        .iter()
+        .map(|j| Prediction {
+            instance_id: j.prediction.instance_id.clone(),
+            model_name_or_path: j.prediction.model_name_or_path.clone(),
+            model_patch: None,
+            sample_id: None,
+            extra: Default::default(),
+        })
+        .collect();
+    let done = engine.execute(jobs).await;
 
-    let preds: Vec<&Prediction> = jobs.iter().map(|j| &j.prediction).collect();
+    let preds: Vec<&Prediction> = submitted.iter().collect();
     let info = RunInfo {
         run_id: args.run_id.clone(),
         backend: engine.backend_name.clone(),

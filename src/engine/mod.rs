@@ -2,6 +2,7 @@
 //! with progress on the terminal, and handles Ctrl-C. Commands that run
 //! tests (`run`, `validate`, `audit --rerun`, `select`) go through it.
 
+mod leftovers;
 mod progress;
 
 use std::collections::BTreeMap;
@@ -15,10 +16,11 @@ use tokio::sync::{mpsc, watch};
 use crate::backend::docker::daemon::answers as daemon_answers;
 use crate::backend::docker::images::CacheLevel;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
-use crate::backend::{Backend, LocalBackend};
+use crate::backend::swarm::{SwarmError, SwarmOptions};
+use crate::backend::{Backend, LocalBackend, SwarmBackend};
 use crate::outcome::EvalRecord;
 use crate::repo::{RepoCache, RepoSources};
-use crate::rundir::{DockerSetup, RunDir, RunMeta, RunSetup};
+use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup};
 use crate::runner::jobs::{Job, RecordKey};
 use crate::runner::{RunConfig, Runner};
 use crate::spec::{SpecError, SpecSet};
@@ -34,6 +36,8 @@ pub enum BackendChoice {
     Auto,
     Docker,
     Local,
+    /// Docker Swarm services, images from a registry.
+    Swarm,
 }
 
 /// Where repositories and specs come from, where caches live.
@@ -101,6 +105,7 @@ pub struct EngineOptions {
     /// Local backend: use bubblewrap where it is installed.
     pub sandbox: bool,
     pub docker: DockerOptions,
+    pub swarm: SwarmOptions,
     pub sources: Sources,
 }
 
@@ -132,6 +137,11 @@ impl EngineOptions {
                     .into()
                 }),
                 cache_budget: d.cache_budget.clone(),
+                python_dirs: d
+                    .python_dirs
+                    .iter()
+                    .map(|p| format!("{}={}", p.version, p.prefix.display()))
+                    .collect(),
                 memory: d.memory.clone(),
                 cpus: d.cpus,
                 pids_limit: d.pids_limit,
@@ -154,6 +164,13 @@ pub enum EngineError {
     /// The Docker options cannot be used.
     #[error(transparent)]
     DockerConfig(DockerError),
+    /// Another process runs in the same run folder (or its lock cannot be
+    /// taken).
+    #[error(transparent)]
+    Locked(RunDirError),
+    /// The swarm options cannot be used.
+    #[error(transparent)]
+    SwarmConfig(SwarmError),
     #[error("cannot create {what}: {source}")]
     Io {
         what: String,
@@ -166,7 +183,11 @@ impl EngineError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            EngineError::RunId | EngineError::Specs(_) | EngineError::DockerConfig(_)
+            EngineError::RunId
+                | EngineError::Specs(_)
+                | EngineError::DockerConfig(_)
+                | EngineError::Locked(RunDirError::Locked { .. })
+                | EngineError::SwarmConfig(_)
         )
     }
 }
@@ -176,6 +197,8 @@ pub struct Engine {
     pub runner: Arc<Runner>,
     pub backend_name: String,
     _work: tempfile::TempDir,
+    /// Held while the engine lives: one process per run folder.
+    _lock: RunLock,
 }
 
 /// What executing jobs gave.
@@ -184,10 +207,37 @@ pub struct Executed {
     pub interrupted: bool,
     /// Evaluation tasks that panicked (a bug; nothing recorded for them).
     pub failed_tasks: usize,
+    /// Results that could not be written (what failed, naming the path);
+    /// nothing is recorded for those evaluations.
+    pub unwritten: Vec<String>,
     pub elapsed: Duration,
 }
 
 impl Engine {
+    /// The interpreters the run's images got, into run.json (they are
+    /// resolved as evaluations need them, after run.json was first written).
+    /// A failure to write is logged: the results are already recorded.
+    fn record_pythons(&self) {
+        let pythons: Vec<_> = self
+            .runner
+            .backend
+            .interpreters()
+            .iter()
+            .map(|i| i.record())
+            .collect();
+        if pythons.is_empty() {
+            return;
+        }
+        let rundir = &self.runner.cfg.rundir;
+        let Some(mut meta) = rundir.meta() else {
+            return;
+        };
+        meta.pythons = pythons;
+        if let Err(e) = rundir.write_meta(&meta) {
+            tracing::warn!("cannot record the interpreters in run.json: {e}");
+        }
+    }
+
     pub fn build(
         opts: &EngineOptions,
         run_id: &str,
@@ -201,7 +251,7 @@ impl Engine {
         let repos = opts.sources.repo_cache(dataset_path);
         let use_docker = match opts.backend {
             BackendChoice::Local => false,
-            BackendChoice::Docker => {
+            BackendChoice::Docker | BackendChoice::Swarm => {
                 daemon_answers().map_err(EngineError::NoDaemon)?;
                 true
             }
@@ -213,7 +263,18 @@ impl Engine {
                 }
             },
         };
-        let backend = if use_docker {
+        let backend = if opts.backend == BackendChoice::Swarm {
+            let b = SwarmBackend::new(
+                opts.docker.clone(),
+                opts.swarm.clone(),
+                &cache,
+                &opts.log_dir,
+                repos.clone(),
+                run_id,
+            )
+            .map_err(EngineError::SwarmConfig)?;
+            Backend::Swarm(Box::new(b))
+        } else if use_docker {
             let b = DockerBackend::new(
                 opts.docker.clone(),
                 &cache,
@@ -226,14 +287,15 @@ impl Engine {
         } else {
             Backend::Local(LocalBackend::new(&cache, repos.clone(), opts.sandbox))
         };
-        let work = tempfile::Builder::new()
-            .prefix("patchgrade-")
-            .tempdir()
-            .map_err(|source| EngineError::Io {
-                what: "a scratch folder".into(),
-                source,
-            })?;
         let rundir = RunDir::new(&opts.log_dir, run_id);
+        let lock = rundir.lock().map_err(EngineError::Locked)?;
+        // Holding the lock: scratch of an earlier process on this run
+        // folder is a killed run's.
+        leftovers::remove_stale_scratch(&rundir.path());
+        let work = leftovers::scratch(&rundir.path()).map_err(|source| EngineError::Io {
+            what: "a scratch folder".into(),
+            source,
+        })?;
         let cfg = RunConfig {
             rundir: rundir.clone(),
             work_root: work.path().to_owned(),
@@ -247,6 +309,7 @@ impl Engine {
             specs,
             repos,
             backend,
+            unwritten: Default::default(),
         });
         rundir
             .create()
@@ -263,6 +326,7 @@ impl Engine {
             runner,
             backend_name,
             _work: work,
+            _lock: lock,
         })
     }
 
@@ -274,6 +338,7 @@ impl Engine {
         let watcher = {
             let interrupted = interrupted.clone();
             let runner = self.runner.clone();
+            let scratch = self.runner.cfg.work_root.clone();
             tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
                     interrupted.store(true, Ordering::SeqCst);
@@ -286,6 +351,8 @@ impl Engine {
                             runner.backend.kill_running(),
                         )
                         .await;
+                        // exit() runs no destructors: the scratch goes by hand.
+                        let _ = std::fs::remove_dir_all(&scratch);
                         std::process::exit(EXIT_INTERRUPTED);
                     }
                 }
@@ -296,14 +363,21 @@ impl Engine {
         let (tx, rx) = mpsc::unbounded_channel();
         let reporter = tokio::spawn(progress::terminal(rx));
         let started = Instant::now();
+        // Containers of a killed earlier process on this run id.
+        self.runner
+            .backend
+            .remove_stale(self.runner.cfg.rundir.run_id())
+            .await;
         let ran = self.runner.clone().run(jobs, tx, cancel_rx).await;
         let _ = reporter.await;
         watcher.abort();
         self.runner.backend.finish().await;
+        self.record_pythons();
         Executed {
             records: ran.records,
             interrupted: interrupted.load(Ordering::SeqCst),
             failed_tasks: ran.failed_tasks,
+            unwritten: ran.unwritten,
             elapsed: started.elapsed(),
         }
     }

@@ -16,6 +16,8 @@ pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
     let mut bar: Option<indicatif::ProgressBar> = None;
     let (mut done, mut total) = (0usize, 0usize);
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
+    // Evaluations per node, for backends that spread them over machines.
+    let mut nodes: BTreeMap<String, usize> = BTreeMap::new();
     while let Some(ev) = rx.recv().await {
         match ev {
             RunEvent::Started { total: t, workers } => {
@@ -36,11 +38,20 @@ pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
             RunEvent::InstanceFinished { record, reused } => {
                 done += 1;
                 *counts.entry(record.outcome).or_default() += 1;
+                let node = record
+                    .environment
+                    .as_deref()
+                    .and_then(crate::backend::placement_of)
+                    .filter(|_| !reused);
+                if let Some(n) = node {
+                    *nodes.entry(n.to_string()).or_default() += 1;
+                }
                 let line = format!(
-                    "[{done}/{total}] {} {}{}",
+                    "[{done}/{total}] {} {}{}{}",
                     record.instance_id,
                     record.outcome,
-                    if reused { " (reused)" } else { "" }
+                    if reused { " (reused)" } else { "" },
+                    node.map(|n| format!(" [{n}]")).unwrap_or_default()
                 );
                 match &bar {
                     Some(b) => {
@@ -65,6 +76,10 @@ pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
                     b.finish_and_clear();
                 }
                 eprintln!("finished in {:.1}s", elapsed.as_secs_f64());
+                if !nodes.is_empty() {
+                    let per: Vec<String> = nodes.iter().map(|(n, c)| format!("{n} {c}")).collect();
+                    eprintln!("evaluations per node: {}", per.join(", "));
+                }
             }
         }
     }

@@ -20,8 +20,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use serde_json::{json, Value};
-
 use crate::backend::docker::images::Suite;
 pub use find::{HostPython, HostSearch, PythonDir};
 
@@ -286,22 +284,38 @@ impl Interpreter {
         m
     }
 
-    /// The same facts as JSON, for run.json.
-    pub fn record(&self) -> Value {
-        json!({
-            "requested": self.requested.to_string(),
-            "version": self.version.to_string(),
-            "release": self.release,
-            "provider": self.provider.name(),
-            "suite": self.suite.name(),
-            "host_prefix": self.host_prefix.as_ref().map(|p| p.display().to_string()),
-            "executable": self.executable.display().to_string(),
-            "pip": self.tools.pip,
-            "setuptools": self.tools.setuptools,
-            "wheel": self.tools.wheel,
-            "deviation": self.substitution.map(|s| s.note),
-        })
+    /// The same facts, for run.json.
+    pub fn record(&self) -> InterpreterRecord {
+        InterpreterRecord {
+            requested: self.requested.to_string(),
+            version: self.version.to_string(),
+            release: self.release.clone(),
+            provider: self.provider.name().to_string(),
+            suite: self.suite.name().to_string(),
+            host_prefix: self.host_prefix.clone(),
+            executable: self.executable.clone(),
+            pip: self.tools.pip.to_string(),
+            setuptools: self.tools.setuptools.to_string(),
+            wheel: self.tools.wheel.to_string(),
+            deviation: self.substitution.map(|s| s.note.to_string()),
+        }
     }
+}
+
+/// An interpreter a run used, as run.json records it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InterpreterRecord {
+    pub requested: String,
+    pub version: String,
+    pub release: Option<String>,
+    pub provider: String,
+    pub suite: String,
+    pub host_prefix: Option<PathBuf>,
+    pub executable: PathBuf,
+    pub pip: String,
+    pub setuptools: String,
+    pub wheel: String,
+    pub deviation: Option<String>,
 }
 
 /// The provider chain: the interpreter for a spec's `python` value.
@@ -448,12 +462,12 @@ mod tests {
             i.describe()
         );
         let r = i.record();
-        assert_eq!(r["version"], "3.6");
-        assert_eq!(r["release"], "3.6.15");
-        assert_eq!(r["suite"], "bookworm");
-        assert!(r["deviation"].as_str().unwrap().contains("django 1.11"));
+        assert_eq!(r.version, "3.6");
+        assert_eq!(r.release.as_deref(), Some("3.6.15"));
+        assert_eq!(r.suite, "bookworm");
+        assert!(r.deviation.as_deref().unwrap().contains("django 1.11"));
         // Without the substitution there is no deviation.
         let i = resolve("3.6", &search).unwrap();
-        assert!(i.substitution.is_none() && i.record()["deviation"].is_null());
+        assert!(i.substitution.is_none() && i.record().deviation.is_none());
     }
 }

@@ -120,7 +120,13 @@ impl EvalDir {
         } else if report.exists() {
             std::fs::remove_file(&report)?;
         }
-        write_json_atomic(&self.0.join(RECORD_FILE), record)
+        let written = write_json_atomic(&self.0.join(RECORD_FILE), record);
+        if written.is_err() {
+            // No record: the evaluation did not finish, and a report.json
+            // alone would be read as finished by the reference's tooling.
+            let _ = std::fs::remove_file(&report);
+        }
+        written
     }
 
     /// The record, or None when the evaluation did not finish.
@@ -151,7 +157,7 @@ impl EvalDir {
         if let Some(u) = &record.ungradable {
             return Some(Err(u.clone()));
         }
-        let spec = specs.lookup(&inst.repo, &inst.version).ok()?;
+        let spec = specs.for_instance(inst).ok()?;
         let log = self.test_log()?;
         Some(crate::grade::logs_eval(spec.spec.log_parser, &log))
     }

@@ -33,6 +33,19 @@ pub enum RunDirError {
     },
     #[error("no evaluations (<model>/<instance>/patchgrade.json) found under {0}; a run folder is <log_dir>/<run_id>")]
     Empty(PathBuf),
+    /// Another live process holds the run folder's lock.
+    #[error("{path} is in use by another patchgrade process{}; wait for it to end or choose another --run-id", holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    Locked { path: PathBuf, holder: Option<u32> },
+}
+
+/// The run folder's lock (`<run_dir>/.lock`, flock), held for the life of
+/// the process that runs evaluations in it: two processes on one run id
+/// would evaluate the same instances twice and overwrite each other's
+/// files. The kernel releases it when the process dies, even by `kill -9`,
+/// so whoever holds it knows that every earlier user of the folder is gone.
+#[derive(Debug)]
+pub struct RunLock {
+    _file: std::fs::File,
 }
 
 /// `run.json`: what a run was, for commands that read finished runs, and
@@ -50,6 +63,10 @@ pub struct RunMeta {
     pub dataset_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<RunSetup>,
+    /// The Python interpreters the run's images got (Docker), written when
+    /// the run ends: they are resolved as evaluations need them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pythons: Vec<crate::python::InterpreterRecord>,
 }
 
 /// Where a run's tests came from and how they ran: everything, besides the
@@ -95,6 +112,9 @@ pub struct DockerSetup {
     /// `--cache-budget` as given (None: the default rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_budget: Option<String>,
+    /// `--python-dir` entries (`X.Y=PREFIX`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub python_dirs: Vec<String>,
     pub memory: String,
     pub cpus: f64,
     pub pids_limit: i64,
@@ -113,6 +133,7 @@ impl RunMeta {
                 .unwrap_or(0),
             dataset_sha256: file_sha256(dataset),
             setup: None,
+            pythons: Vec::new(),
         }
     }
 
@@ -181,6 +202,44 @@ impl RunDir {
 
     pub fn create(&self) -> std::io::Result<()> {
         std::fs::create_dir_all(self.path())
+    }
+
+    /// Take the run folder's lock (creating the folder), or say who holds it.
+    pub fn lock(&self) -> Result<RunLock, RunDirError> {
+        use std::io::{Read, Seek, Write};
+        let path = self.path().join(".lock");
+        let io = |source| RunDirError::Io {
+            path: path.clone(),
+            source,
+        };
+        self.create().map_err(io)?;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock(2) on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::WouldBlock {
+                return Err(io(e));
+            }
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            return Err(RunDirError::Locked {
+                path: self.path(),
+                holder: text.trim().parse().ok(),
+            });
+        }
+        // The holder's pid, for the message the next one gets.
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "{}", std::process::id()))
+            .map_err(io)?;
+        Ok(RunLock { _file: file })
     }
 
     /// The folder of one evaluation: `<model>/<instance_id>[@<sample>]`,

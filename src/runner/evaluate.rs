@@ -54,6 +54,10 @@ struct Evaluation<'a> {
     started: Instant,
     /// The commit time of the base, for history checks (script and audit).
     base_time: Option<i64>,
+    /// The memory limit the kernel OOM-killed the tests at, if it did.
+    oom_killed_at: Option<String>,
+    /// Said in the record's detail whatever the outcome (the log cap).
+    note: Option<String>,
 }
 
 impl Runner {
@@ -100,6 +104,8 @@ impl<'a> Evaluation<'a> {
             timings: Timings::default(),
             started: Instant::now(),
             base_time: None,
+            oom_killed_at: None,
+            note: None,
         }
     }
 
@@ -113,6 +119,10 @@ impl<'a> Evaluation<'a> {
     }
 
     fn finish(mut self, outcome: Outcome, detail: Option<String>) -> Evaluated {
+        let detail = match (detail, self.note.take()) {
+            (Some(d), Some(n)) => Some(format!("{d}; {n}")),
+            (d, n) => d.or(n),
+        };
         self.record.outcome = outcome;
         self.record.detail = detail;
         self.timings.total = self.started.elapsed().as_secs_f64();
@@ -160,7 +170,21 @@ impl<'a> Evaluation<'a> {
         let script = self.write_script(&rs, &co.ws, activate, &test_changes)?;
         let text = self.run_tests(&env, &rs, &co.ws, &script, cancel).await?;
         let tree = co.made.then_some(co.ws.tree.as_path());
-        Ok(self.grade(&rs, &text, (!empty).then_some(raw_patch.as_str()), tree))
+        let graded = self.grade(&rs, &text, (!empty).then_some(raw_patch.as_str()), tree);
+        Ok(match self.oom_killed_at.take() {
+            // The run did not finish within its limits: whatever the log
+            // says, the candidate's tests did not pass (and it is not an
+            // infra error, which would be retried and left out of its score).
+            Some(limit) => {
+                let why = format!("OOM-killed at {limit}");
+                let detail = match graded.1 {
+                    Some(d) => format!("{why}; {d}"),
+                    None => why,
+                };
+                (Outcome::Unresolved, Some(detail))
+            }
+            None => graded,
+        })
     }
 
     fn write_patch(&mut self, raw_patch: &str) -> Step<()> {
@@ -174,8 +198,8 @@ impl<'a> Evaluation<'a> {
 
     fn resolve_spec(&mut self) -> Step<ResolvedSpec> {
         let inst = &self.job.instance;
-        let rs = match self.runner.specs.lookup(&inst.repo, &inst.version) {
-            Ok(rs) => rs.clone(),
+        let rs = match self.runner.specs.for_instance(inst) {
+            Ok(rs) => rs.into_owned(),
             Err(e) => return Err(stop(Outcome::EnvironmentBuildFailed, e.to_string())),
         };
         self.line(format!(
@@ -447,12 +471,32 @@ impl<'a> Evaluation<'a> {
             .run(env, rs, ws, script, timeout, cancel)
             .await
             .map_err(|e| stop(Outcome::InfraError, e.to_string()))?;
+        if let Some(node) = self.runner.backend.placement(ws) {
+            self.line(format!("ran on node {node}"));
+            if let Some(env) = self.record.environment.as_mut() {
+                env.push_str(&crate::backend::placement_suffix(&node));
+            }
+        }
         self.timings.tests = t.elapsed().as_secs_f64();
         self.timings.container = out.container.clone();
         // Setup output (install, venv) is worth reading whatever the verdict.
         self.dir.keep_workspace_logs(&ws.root);
         if out.cancelled {
             return Err(Stop::Cancelled);
+        }
+        if let Some(cap) = out.capped {
+            let msg = format!(
+                "test output capped at {} bytes ({} bytes dropped)",
+                cap.cap, cap.dropped
+            );
+            self.line(&msg);
+            self.note = Some(msg);
+        }
+        if let Some(limit) = &out.oom_killed_at {
+            self.line(format!(
+                "the kernel OOM-killed a test process at --memory {limit}"
+            ));
+            self.oom_killed_at = Some(limit.clone());
         }
         // Tests may print anything; the log is text for grading, lossy.
         let mut text = String::from_utf8_lossy(&out.log).into_owned();
@@ -465,7 +509,10 @@ impl<'a> Evaluation<'a> {
         self.dir.write_test_log(&text).map_err(|e| {
             stop(
                 Outcome::InfraError,
-                format!("cannot write test_output.txt: {e}"),
+                format!(
+                    "cannot write {}: {e}",
+                    self.dir.path().join("test_output.txt").display()
+                ),
             )
         })?;
         self.line(format!(

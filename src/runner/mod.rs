@@ -11,10 +11,12 @@ mod evaluate;
 pub mod jobs;
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch, Semaphore};
 
@@ -71,14 +73,37 @@ pub struct Runner {
     pub specs: SpecSet,
     pub repos: RepoCache,
     pub backend: Backend,
+    /// Results that could not be written in the current run.
+    pub unwritten: Mutex<Vec<String>>,
 }
+
+/// How long a retry waits for an engine that stopped answering.
+const ENGINE_RETURN_LIMIT: Duration = Duration::from_secs(180);
 
 /// What a run gave.
 pub struct Ran {
     /// By (model, instance id, sample).
     pub records: BTreeMap<RecordKey, EvalRecord>,
-    /// Evaluation tasks that panicked (a bug); nothing recorded for them.
+    /// Evaluation tasks that failed outside an evaluation (a bug); nothing
+    /// recorded for them. A panic inside an evaluation is its infra_error.
     pub failed_tasks: usize,
+    /// Results that could not be written (what failed, naming the path).
+    pub unwritten: Vec<String>,
+}
+
+type TaskResult = Result<Option<Vec<(RecordKey, EvalRecord)>>, tokio::task::JoinError>;
+
+impl Ran {
+    fn collect(&mut self, res: TaskResult) {
+        match res {
+            Ok(Some(rs)) => self.records.extend(rs),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!("an evaluation task failed: {e}");
+                self.failed_tasks += 1;
+            }
+        }
+    }
 }
 
 /// The key that says "these inputs produced that result".
@@ -120,7 +145,17 @@ impl Runner {
         });
         let sem = Arc::new(Semaphore::new(workers));
         let mut set = tokio::task::JoinSet::new();
+        let mut ran = Ran {
+            records: BTreeMap::new(),
+            failed_tasks: 0,
+            unwritten: Vec::new(),
+        };
         for (primary, followers) in group_identical(jobs) {
+            // Finished tasks are collected as we go: a finished task keeps
+            // its (large) state until joined, 100,000 of them gigabytes.
+            while let Some(res) = set.try_join_next() {
+                ran.collect(res);
+            }
             // Taken here, not in the task, so evaluations start in input order.
             let Ok(permit) = sem.clone().acquire_owned().await else {
                 break;
@@ -144,24 +179,29 @@ impl Runner {
                 Some(out)
             });
         }
-        let mut ran = Ran {
-            records: BTreeMap::new(),
-            failed_tasks: 0,
-        };
         while let Some(res) = set.join_next().await {
-            match res {
-                Ok(Some(rs)) => ran.records.extend(rs),
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::error!("an evaluation task failed: {e}");
-                    ran.failed_tasks += 1;
-                }
-            }
+            ran.collect(res);
         }
+        ran.unwritten = std::mem::take(&mut *self.unwritten_list());
         let _ = events.send(RunEvent::Finished {
             elapsed: started.elapsed(),
         });
         ran
+    }
+
+    fn unwritten_list(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.unwritten.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A result that could not be written: logged, and kept for the exit
+    /// status (the run then ends as an infrastructure failure).
+    fn note_unwritten(&self, id: &str, dir: &EvalDir, e: &std::io::Error) {
+        let msg = format!(
+            "{id}: cannot write its results to {}: {e}",
+            dir.path().display()
+        );
+        tracing::error!("{msg}");
+        self.unwritten_list().push(msg);
     }
 
     fn eval_dir(&self, job: &Job) -> EvalDir {
@@ -184,11 +224,7 @@ impl Runner {
             .copy_files_from(&from)
             .and_then(|()| to.write_result(&copy, follower.prediction.model_patch.is_none()));
         if let Err(e) = written {
-            tracing::error!(
-                "{}: failed to write results to {}: {e}",
-                copy.instance_id,
-                to.path().display()
-            );
+            self.note_unwritten(&copy.instance_id, &to, &e);
         }
         copy
     }
@@ -215,7 +251,20 @@ impl Runner {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.evaluate(job, &dir, cancel.clone()).await {
+            if attempt > 1 {
+                // An engine that went away (restarted, overloaded) is waited
+                // for before the retry, which would fail the same way.
+                self.backend.wait_ready(ENGINE_RETURN_LIMIT).await;
+            }
+            let evaluation = async {
+                fault_injection_panic(&id);
+                self.evaluate(job, &dir, cancel.clone()).await
+            };
+            let evaluated = match AssertUnwindSafe(evaluation).catch_unwind().await {
+                Ok(e) => e,
+                Err(payload) => self.panicked(job, payload.as_ref()),
+            };
+            match evaluated {
                 Evaluated::Done(record, _)
                     if record.outcome == Outcome::InfraError
                         && attempt == 1
@@ -234,10 +283,7 @@ impl Runner {
                         dir.write_result(&record, job.prediction.model_patch.is_none())
                     });
                     if let Err(e) = written {
-                        tracing::error!(
-                            "{id}: failed to write its results to {}: {e}",
-                            dir.path().display()
-                        );
+                        self.note_unwritten(&id, &dir, &e);
                     }
                     let _ = events.send(RunEvent::InstanceFinished {
                         record: record.clone(),
@@ -253,6 +299,34 @@ impl Runner {
         }
     }
 
+    /// The record of an evaluation that panicked (a bug in patchgrade, not
+    /// the candidate's doing): an infra error with the panic message.
+    fn panicked(&self, job: &Job, payload: &(dyn std::any::Any + Send)) -> Evaluated {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic with no message".into());
+        let mut record = EvalRecord {
+            sample_id: job.sample.clone(),
+            cache_key: self.cache_key(job),
+            patch_sha256: job.prediction.patch_sha256(),
+            spec_hash: self.spec_hash(job),
+            ..EvalRecord::new(
+                &job.instance.instance_id,
+                &job.prediction.model_name_or_path,
+                self.backend.name(),
+            )
+        };
+        record.outcome = Outcome::InfraError;
+        record.detail = Some(format!("the evaluation panicked: {msg}"));
+        let log = format!(
+            "evaluating {} for {}\nthe evaluation panicked: {msg}\n",
+            job.instance.instance_id, job.prediction.model_name_or_path
+        );
+        Evaluated::Done(Box::new(record), log)
+    }
+
     /// A finished result for exactly these inputs, if one exists.
     fn reusable(&self, job: &Job, dir: &EvalDir) -> Option<EvalRecord> {
         if self.cfg.force {
@@ -264,7 +338,7 @@ impl Runner {
 
     fn spec_hash(&self, job: &Job) -> Option<String> {
         self.specs
-            .lookup(&job.instance.repo, &job.instance.version)
+            .for_instance(&job.instance)
             .ok()
             .map(|s| s.spec.hash())
     }
@@ -276,5 +350,14 @@ impl Runner {
             self.spec_hash(job).as_deref(),
             self.backend.name(),
         )
+    }
+}
+
+/// Fault-injection hook for the fault corpus (docs/faults.md): with
+/// `PATCHGRADE_FAULT_PANIC=<instance_id>` in the environment, every
+/// evaluation of that instance panics, as a bug in patchgrade would.
+fn fault_injection_panic(instance_id: &str) {
+    if std::env::var("PATCHGRADE_FAULT_PANIC").is_ok_and(|v| v == instance_id) {
+        panic!("fault injection: PATCHGRADE_FAULT_PANIC={instance_id}");
     }
 }

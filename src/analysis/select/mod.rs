@@ -135,7 +135,7 @@ fn existing_tests(inst: &Instance, specs: &SpecSet) -> (Vec<String>, Vec<String>
         .into_iter()
         .filter(|f| f.kind == ChangeKind::Modified)
         .collect();
-    let Ok(rs) = specs.lookup(&inst.repo, &inst.version) else {
+    let Ok(rs) = specs.for_instance(inst) else {
         return (Vec::new(), Vec::new());
     };
     let dirs = crate::script::directives(&modified, rs.spec.test_directives);

@@ -101,6 +101,27 @@ pub async fn connect() -> Result<Docker, DockerError> {
     }
 }
 
+/// Wait until the engine answers `/_ping` again, polling, at most `limit`;
+/// true when it does.
+pub async fn wait_answers(limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut said = false;
+    loop {
+        match tokio::task::spawn_blocking(answers).await {
+            Ok(Ok(())) => return true,
+            Ok(Err(e)) if !said => {
+                tracing::warn!("waiting up to {}s for the engine: {e}", limit.as_secs());
+                said = true;
+            }
+            _ => {}
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Whether the engine answered with one of these HTTP status codes.
 pub(crate) fn is_status(e: &bollard::errors::Error, codes: &[u16]) -> bool {
     matches!(e, bollard::errors::Error::DockerResponseServerError { status_code, .. } if codes.contains(status_code))

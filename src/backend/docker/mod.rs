@@ -14,10 +14,13 @@
 
 pub mod archive;
 pub mod cache;
+pub mod capped;
 pub mod containers;
 pub mod daemon;
 mod evict;
+pub mod exits;
 pub mod images;
+pub mod stale;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
@@ -638,7 +641,7 @@ mod tests {
         let listed: Vec<String> = b
             .interpreters()
             .iter()
-            .map(|i| i.record()["provider"].as_str().unwrap().to_string())
+            .map(|i| i.record().provider)
             .collect();
         assert_eq!(listed, ["python-dir", "debian-suite"]);
         // A version found nowhere is an error naming --python-dir, and is
