@@ -34,7 +34,8 @@ pub enum Command {
     /// gold, PASS_TO_PASS passes on both; gold runs repeat to find flaky tests.
     Validate(ValidateArgs),
     /// Audit a finished run again: static checks from its files; with
-    /// --rerun, held-out tests and divergence from gold.
+    /// --rerun, held-out tests and divergence from gold. Or, with --dataset
+    /// and --predictions, a static audit of a submission (nothing run).
     Audit(AuditArgs),
     /// pass@k / pass^k with intervals, clean variants, slices and plots from
     /// run folders; or a paired comparison of two runs.
@@ -44,6 +45,78 @@ pub enum Command {
     /// Efficiency: grade, then time base, gold and each candidate per
     /// instance in one container (Docker), with statistics against base.
     Perf(PerfArgs),
+    /// Code review: the static rubric (real linters on the changed lines,
+    /// complexity, diff hygiene, size against gold) in each instance's
+    /// container; with --judge-url, an LLM judge too.
+    Review(ReviewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// Dataset file (.jsonl or .json).
+    #[arg(long, value_name = "FILE")]
+    pub dataset: PathBuf,
+    /// Predictions file(s) (.jsonl, .json), or `gold` for the dataset's patches.
+    #[arg(long, value_name = "FILE|gold", required = true)]
+    pub predictions: Vec<PathBuf>,
+    /// Run folder name: review.json goes beside each evaluation's files in
+    /// <log_dir>/<run_id>/<model>/<instance_id>/.
+    #[arg(long)]
+    pub run_id: String,
+    /// Only these instance ids (space- or comma-separated, repeatable).
+    #[arg(long, value_name = "ID", num_args = 1.., value_delimiter = ',')]
+    pub instance_ids: Vec<String>,
+    /// Read the hints with the problem statement (unrelated-file check, judge).
+    #[arg(long)]
+    pub with_hints: bool,
+    /// Review only the predictions whose evaluation in this run folder (a
+    /// `run` with the same --run-id) ended resolved.
+    #[arg(long)]
+    pub resolved_only: bool,
+    /// Print every review as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// The LLM judge: nothing is sent anywhere without --judge-url.
+#[derive(Debug, Args)]
+pub struct JudgeArgs {
+    /// Base URL of an OpenAI-compatible API (or its /chat/completions URL).
+    #[arg(long, value_name = "URL", requires = "judge_model")]
+    pub judge_url: Option<String>,
+    /// Model name sent to the endpoint.
+    #[arg(long, value_name = "NAME", requires = "judge_url")]
+    pub judge_model: Option<String>,
+    /// Name of the environment variable holding the API key (never logged).
+    #[arg(long, value_name = "VAR", requires = "judge_url")]
+    pub judge_key_env: Option<String>,
+    /// Rubric YAML; default images/rubrics/default.yaml.
+    #[arg(long, value_name = "FILE", requires = "judge_url")]
+    pub judge_rubric: Option<PathBuf>,
+    /// Judge against gold, in both orders (pairwise) instead of pointwise.
+    #[arg(long, requires = "judge_url")]
+    pub judge_pairwise: bool,
+    /// Samples per patch (and per order): mean and spread.
+    #[arg(long, default_value_t = 1)]
+    pub judge_samples: u32,
+    #[arg(long, default_value_t = 0.0)]
+    pub judge_temperature: f64,
+    /// Seconds per request.
+    #[arg(long, default_value_t = 120)]
+    pub judge_timeout: u64,
+    /// Price per million prompt tokens (for the cost).
+    #[arg(long, value_name = "USD", requires = "judge_url")]
+    pub judge_price_in: Option<f64>,
+    /// Price per million completion tokens.
+    #[arg(long, value_name = "USD", requires = "judge_url")]
+    pub judge_price_out: Option<f64>,
+    /// The model's context window, in tokens (longer diffs are cut, said).
+    #[arg(long, default_value_t = 32768)]
+    pub judge_max_context: usize,
 }
 
 #[derive(Debug, Args)]
@@ -78,17 +151,32 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// The run folder: logs/run_evaluation/<run_id>.
-    pub run_dir: PathBuf,
+    /// The run folder: logs/run_evaluation/<run_id>. Or, instead, --dataset
+    /// with --predictions: a static audit of a submission, nothing run.
+    #[arg(required_unless_present = "predictions")]
+    pub run_dir: Option<PathBuf>,
     /// Dataset; default: the one RUN_DIR/run.json names.
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
+    /// Static audit of these predictions (or `gold`) against --dataset, with
+    /// no run and no Docker; not with RUN_DIR.
+    #[arg(
+        long,
+        value_name = "FILE|gold",
+        conflicts_with = "run_dir",
+        requires = "dataset"
+    )]
+    pub predictions: Vec<PathBuf>,
+    /// Static audit: judge leakage on the problem statement and the hints
+    /// (default: the statement alone, what an agent sees).
+    #[arg(long, requires = "predictions")]
+    pub with_hints: bool,
     /// Also run the dynamic checks (held-out tests, divergence from gold).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "predictions")]
     pub rerun: bool,
     /// Held-out tests: JSON lines with instance_id, HELD_OUT_TESTS and
     /// held_out_test_patch (instances may also carry those fields).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "predictions")]
     pub held_out: Option<PathBuf>,
     /// Print the audit counts as JSON on stdout.
     #[arg(long)]

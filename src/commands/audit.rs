@@ -1,5 +1,6 @@
 //! `patchgrade audit RUN_DIR`: re-audit a finished run; with `--rerun`, run
-//! the dynamic checks too.
+//! the dynamic checks too. `patchgrade audit --dataset D --predictions P`:
+//! the static audit of a submission, nothing run.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,11 +15,22 @@ use patchgrade::audit::{dynamic, Audit};
 use patchgrade::dataset::{Dataset, Instance};
 use patchgrade::engine::{Engine, EngineOptions, Executed};
 use patchgrade::outcome::{EvalRecord, Outcome};
+use patchgrade::review::submission::{audit_submission, SubmissionAudit, SubmissionOptions};
 use patchgrade::rundir::{Evaluation, RunDir};
 
 pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> {
+    // clap keeps the two forms apart; this guards a call that bypasses it.
+    let run_dir = match (&args.run_dir, args.predictions.is_empty()) {
+        (None, false) => return submission(&args),
+        (Some(d), true) => d.clone(),
+        _ => {
+            return Err(ExpectedError::bad(anyhow::anyhow!(
+                "audit takes either RUN_DIR or --dataset with --predictions, not both"
+            )))
+        }
+    };
     let started = Instant::now();
-    let rundir = RunDir::at(&args.run_dir);
+    let rundir = RunDir::at(&run_dir);
     let evals = rundir.evaluations().map_err(ExpectedError::bad)?;
     let dataset_path: PathBuf = match &args.dataset {
         Some(p) => p.clone(),
@@ -28,7 +40,7 @@ pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> 
             .ok_or_else(|| {
                 ExpectedError::bad(anyhow::anyhow!(
                     "no --dataset, and {}/run.json names none",
-                    args.run_dir.display()
+                    run_dir.display()
                 ))
             })?,
     };
@@ -57,8 +69,8 @@ pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> 
             .await?,
         );
     }
-    let (records, mut report) = reaudit::write_back(&args.run_dir, args.rerun, &evals, audits)
-        .map_err(ExpectedError::infra)?;
+    let (records, mut report) =
+        reaudit::write_back(&run_dir, args.rerun, &evals, audits).map_err(ExpectedError::infra)?;
     report.seconds = started.elapsed().as_secs_f64();
     for (e, record) in evals.iter().zip(&records) {
         if let Some(line) = verdict_line(record, &e.dir.leaf()) {
@@ -75,7 +87,7 @@ pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> 
             c.resolved, c.clean_resolved, c.suspect_resolved
         );
     }
-    let path = args.run_dir.join("audit.json");
+    let path = run_dir.join("audit.json");
     write_report(&path, &report)?;
     eprintln!("audit written to {}", path.display());
     if args.json {
@@ -181,4 +193,103 @@ fn verdict_line(record: &EvalRecord, leaf: &str) -> Option<String> {
         None => "not audited".to_string(),
     };
     Some(format!("{}  {leaf}  {verdict}", record.model_name_or_path))
+}
+
+/// The static audit of a submission: every check that needs no test log,
+/// and the review's diff-only findings; no container, no checkout.
+fn submission(args: &AuditArgs) -> Result<(), ExpectedError> {
+    let dataset_path = args
+        .dataset
+        .as_deref()
+        .ok_or_else(|| ExpectedError::bad(anyhow::anyhow!("--predictions needs --dataset")))?;
+    let dataset = Dataset::load(dataset_path).map_err(ExpectedError::bad)?;
+    let preds = patchgrade::dataset::load_predictions(&args.predictions, &dataset)
+        .map_err(ExpectedError::bad)?;
+    let opts = SubmissionOptions {
+        with_hints: args.with_hints,
+    };
+    let audit = audit_submission(&dataset, &preds, &opts);
+    for line in submission_lines(&audit) {
+        eprintln!("{line}");
+    }
+    let s = audit.summary();
+    let on = if args.with_hints {
+        "problem statement and hints"
+    } else {
+        "problem statement only"
+    };
+    eprintln!(
+        "\n{} predictions ({} empty, not audited): {} suspect (leakage judged on the {on}); mean review score {}; {:.2}s",
+        s.predictions,
+        s.empty,
+        s.suspect,
+        s.mean_score.map_or("-".into(), |m| format!("{m:.1}")),
+        audit.seconds
+    );
+    let counts = |kinds: Vec<(String, usize)>| {
+        kinds
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !s.reasons.is_empty() {
+        let r = s.reasons.iter().map(|(k, n)| (k.name().to_string(), *n));
+        eprintln!("reasons (predictions): {}", counts(r.collect()));
+    }
+    if !s.findings.is_empty() {
+        let f = s.findings.iter().map(|(k, n)| (k.name().to_string(), *n));
+        eprintln!("findings (predictions): {}", counts(f.collect()));
+    }
+    if args.json {
+        print_json(&serde_json::json!({ "summary": s, "audit": audit }))?;
+    }
+    Ok(())
+}
+
+/// A line per prediction with a reason or a finding, then one per reason
+/// and finding with its evidence.
+fn submission_lines(audit: &SubmissionAudit) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in &audit.predictions {
+        let (Some(a), Some(r)) = (&p.audit, &p.review) else {
+            continue;
+        };
+        if a.reasons.is_empty() && r.findings.is_empty() {
+            continue;
+        }
+        let who = match &p.sample_id {
+            Some(s) => format!("{}@{s}", p.instance_id),
+            None => p.instance_id.clone(),
+        };
+        let verdict = if a.is_suspect() { "suspect" } else { "clean" };
+        out.push(format!(
+            "{}  {who}  {verdict}  score {:.0}",
+            p.model_name_or_path, r.score.score
+        ));
+        for reason in &a.reasons {
+            let at = reason
+                .evidence
+                .iter()
+                .find_map(|e| {
+                    let f = e.file.as_ref()?;
+                    Some(match e.lines.first() {
+                        Some(l) => format!(" ({f}:{l})"),
+                        None => format!(" ({f})"),
+                    })
+                })
+                .unwrap_or_default();
+            out.push(format!(
+                "    {}: {}{at}",
+                reason.kind.name(),
+                reason.message
+            ));
+        }
+        for f in &r.findings {
+            let at = f.location();
+            let at = if at.is_empty() { at } else { format!(" {at}") };
+            out.push(format!("    {}{at}: {}", f.kind.name(), f.message));
+        }
+    }
+    out
 }

@@ -5,6 +5,7 @@
 mod audit;
 mod perf;
 mod report;
+mod review;
 mod run;
 mod select;
 mod validate;
@@ -33,6 +34,7 @@ pub async fn dispatch(command: Command, given: Given) -> Result<(), ExpectedErro
         Command::Report(args) => report::report(args),
         Command::Select(args) => select::select(args, &given).await,
         Command::Perf(args) => perf::perf(args).await,
+        Command::Review(args) => review::review(args).await,
     }
 }
 

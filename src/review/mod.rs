@@ -15,6 +15,8 @@
 //!   weights.
 //! - [`script`]: the review script (lint base, put the patched files in
 //!   place, lint again) that containers and hosts run, and its log's reader.
+//! - [`container`]: the tools and the script the `review` command sends
+//!   into the instance's container.
 //! - [`local`]: the static rubric on two trees on this host.
 //! - [`judge`]: the LLM judge (an OpenAI-compatible endpoint, only when
 //!   configured).
@@ -22,12 +24,14 @@
 //!   container needed.
 
 pub mod complexity;
+pub mod container;
 pub mod hygiene;
 pub mod judge;
 
 pub mod lines;
 pub mod lint;
 pub mod local;
+pub mod quality;
 pub mod score;
 pub mod script;
 pub mod submission;

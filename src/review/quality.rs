@@ -1,0 +1,304 @@
+//! The review's reports over a run: a line per patch, the summary per model
+//! (score distribution, how many patches have each finding, with examples),
+//! its table and the Markdown quality section.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{FindingKind, StaticReview};
+use crate::table::{render, Layout};
+
+/// One reviewed patch.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reviewed {
+    pub instance_id: String,
+    pub model: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample: Option<String>,
+    pub review: StaticReview,
+    /// The judge's overall mean (1-5, or pairwise preference), when judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge_overall: Option<f64>,
+    /// The test run's outcome in the same run folder, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    pub seconds: f64,
+}
+
+/// Score buckets, in order.
+pub const BUCKETS: [&str; 5] = ["100", "[90,100)", "[75,90)", "[50,75)", "<50"];
+
+fn bucket(score: f64) -> usize {
+    match score {
+        s if s >= 100.0 => 0,
+        s if s >= 90.0 => 1,
+        s if s >= 75.0 => 2,
+        s if s >= 50.0 => 3,
+        _ => 4,
+    }
+}
+
+/// A finding kind over a model's patches.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KindCount {
+    /// Patches with at least one finding of the kind.
+    pub patches: usize,
+    pub findings: usize,
+    /// Up to three `instance file:line: message` examples.
+    pub examples: Vec<String>,
+}
+
+/// One model's review.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ModelQuality {
+    pub reviewed: usize,
+    pub mean_score: f64,
+    /// Patches per bucket of [`BUCKETS`].
+    pub buckets: [usize; 5],
+    /// Patches whose linters could not all run (notes).
+    pub with_notes: usize,
+    pub kinds: BTreeMap<FindingKind, KindCount>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge_mean: Option<f64>,
+    /// Reviewed patches whose test run resolved the instance.
+    pub resolved: usize,
+    /// Their mean score.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_score_resolved: Option<f64>,
+}
+
+/// The run's review, by model.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct QualitySummary {
+    pub models: BTreeMap<String, ModelQuality>,
+}
+
+/// Counts per model.
+pub fn summarise(reviewed: &[Reviewed]) -> QualitySummary {
+    let mut out = QualitySummary::default();
+    let mut judged: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for r in reviewed {
+        let m = out.models.entry(r.model.clone()).or_default();
+        m.reviewed += 1;
+        m.mean_score += r.review.score.score;
+        m.buckets[bucket(r.review.score.score)] += 1;
+        m.with_notes += usize::from(!r.review.notes.is_empty());
+        if r.outcome.as_deref() == Some("resolved") {
+            m.resolved += 1;
+            *m.mean_score_resolved.get_or_insert(0.0) += r.review.score.score;
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for f in &r.review.findings {
+            let k = m.kinds.entry(f.kind).or_default();
+            k.findings += 1;
+            if seen.insert(f.kind) {
+                k.patches += 1;
+            }
+            if k.examples.len() < 3 {
+                k.examples
+                    .push(format!("{} {}: {}", r.instance_id, f.location(), f.message));
+            }
+        }
+        if let Some(j) = r.judge_overall {
+            judged.entry(&r.model).or_default().push(j);
+        }
+    }
+    for (name, m) in out.models.iter_mut() {
+        m.mean_score /= m.reviewed.max(1) as f64;
+        if let Some(s) = &mut m.mean_score_resolved {
+            *s /= m.resolved.max(1) as f64;
+        }
+        m.judge_mean = judged
+            .get(name.as_str())
+            .map(|v| v.iter().sum::<f64>() / v.len() as f64);
+    }
+    out
+}
+
+/// `<model>  <instance>  score N  kinds`, or the notes when linters could
+/// not run.
+pub fn line(r: &Reviewed) -> String {
+    let who = match &r.sample {
+        Some(s) => format!("{}@{s}", r.instance_id),
+        None => r.instance_id.clone(),
+    };
+    let mut kinds: Vec<String> = r
+        .review
+        .findings
+        .iter()
+        .filter(|f| f.kind != FindingKind::TestsAdded)
+        .map(|f| format!("{} {}", f.kind, f.location()))
+        .collect();
+    kinds.dedup();
+    let mut s = format!("{}  {who}  score {:.0}", r.model, r.review.score.score);
+    if !kinds.is_empty() {
+        s.push_str(&format!("  {}", kinds.join(", ")));
+    }
+    if !r.review.notes.is_empty() {
+        s.push_str(&format!("  [{}]", r.review.notes.join("; ")));
+    }
+    s
+}
+
+/// The summary table: a row per model.
+pub fn table(s: &QualitySummary) -> String {
+    let mut header = vec!["model", "reviewed", "mean score"];
+    header.extend(BUCKETS);
+    header.extend([
+        "not fully linted",
+        "resolved (mean)",
+        "top findings (patches)",
+    ]);
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for (name, m) in &s.models {
+        let mut row = vec![
+            name.clone(),
+            m.reviewed.to_string(),
+            format!("{:.1}", m.mean_score),
+        ];
+        row.extend(m.buckets.iter().map(usize::to_string));
+        row.push(m.with_notes.to_string());
+        row.push(resolved_cell(m));
+        row.push(top(m, 4));
+        rows.push(row);
+    }
+    render(&rows, Layout::default())
+}
+
+fn resolved_cell(m: &ModelQuality) -> String {
+    match m.mean_score_resolved {
+        Some(s) => format!("{} ({s:.1})", m.resolved),
+        None => "-".into(),
+    }
+}
+
+fn top(m: &ModelQuality, n: usize) -> String {
+    let mut kinds: Vec<(&FindingKind, &KindCount)> = m.kinds.iter().collect();
+    kinds.sort_by(|a, b| b.1.patches.cmp(&a.1.patches).then(a.0.cmp(b.0)));
+    kinds
+        .iter()
+        .take(n)
+        .map(|(k, c)| format!("{k} {}", c.patches))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The Markdown quality section: score distribution per model, the most
+/// frequent findings with examples.
+pub fn markdown(s: &QualitySummary, reviewed: &[Reviewed]) -> String {
+    let mut out = String::from("## Quality (static review)\n\n");
+    out.push_str(&format!(
+        "{} patches reviewed. Scores: 100 minus documented penalties per finding (docs/review.md).\n\n",
+        reviewed.len()
+    ));
+    out.push_str("| model | reviewed | mean score |");
+    for b in BUCKETS {
+        out.push_str(&format!(" {b} |"));
+    }
+    out.push_str(" not fully linted | resolved (mean score) | judge mean |\n|---|---|---|");
+    out.push_str(&"---|".repeat(BUCKETS.len() + 3));
+    out.push('\n');
+    for (name, m) in &s.models {
+        out.push_str(&format!(
+            "| {name} | {} | {:.1} |",
+            m.reviewed, m.mean_score
+        ));
+        for b in m.buckets {
+            out.push_str(&format!(" {b} |"));
+        }
+        let j = m.judge_mean.map_or("-".into(), |j| format!("{j:.2}"));
+        out.push_str(&format!(
+            " {} | {} | {j} |\n",
+            m.with_notes,
+            resolved_cell(m)
+        ));
+    }
+    for (name, m) in &s.models {
+        out.push_str(&format!("\n### {name}: most frequent findings\n\n"));
+        if m.kinds.is_empty() {
+            out.push_str("No findings.\n");
+            continue;
+        }
+        out.push_str("| finding | patches | findings | examples |\n|---|---|---|---|\n");
+        let mut kinds: Vec<(&FindingKind, &KindCount)> = m.kinds.iter().collect();
+        kinds.sort_by(|a, b| b.1.patches.cmp(&a.1.patches).then(a.0.cmp(b.0)));
+        for (k, c) in kinds {
+            let ex: Vec<String> = c
+                .examples
+                .iter()
+                .map(|e| format!("`{}`", e.replace('|', "\\|").replace('`', "'")))
+                .collect();
+            out.push_str(&format!(
+                "| {k} | {} | {} | {} |\n",
+                c.patches,
+                c.findings,
+                ex.join("<br>")
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::review::{assemble, hygiene, Finding};
+
+    fn reviewed(model: &str, id: &str, kinds: &[FindingKind]) -> Reviewed {
+        let h = hygiene::Hygiene {
+            findings: kinds
+                .iter()
+                .map(|k| Finding {
+                    kind: *k,
+                    file: Some("a.py".into()),
+                    lines: vec![3],
+                    message: "m".into(),
+                    excerpt: None,
+                })
+                .collect(),
+            ..hygiene::Hygiene::default()
+        };
+        Reviewed {
+            instance_id: id.into(),
+            model: model.into(),
+            sample: None,
+            review: assemble(h, None, Vec::new(), Vec::new()),
+            judge_overall: None,
+            outcome: (id == "i-1").then(|| "resolved".to_string()),
+            seconds: 0.1,
+        }
+    }
+
+    #[test]
+    fn summary_counts_patches_and_buckets() {
+        let r = vec![
+            reviewed("a", "i-1", &[]),
+            reviewed(
+                "a",
+                "i-2",
+                &[FindingKind::DebugPrint, FindingKind::DebugPrint],
+            ),
+            reviewed("b", "i-1", &[FindingKind::UnrelatedFile]),
+        ];
+        let s = summarise(&r);
+        let a = &s.models["a"];
+        assert_eq!(a.reviewed, 2);
+        assert_eq!(a.buckets, [1, 0, 1, 0, 0]);
+        assert_eq!(a.mean_score, 90.0);
+        let d = &a.kinds[&FindingKind::DebugPrint];
+        assert_eq!((d.patches, d.findings), (1, 2));
+        assert_eq!(d.examples[0], "i-2 a.py:3: m");
+        assert!(table(&s).contains("debug_print 1"));
+        let md = markdown(&s, &r);
+        assert!(
+            md.contains("| a | 2 | 90.0 | 1 | 0 | 1 | 0 | 0 | 0 | 1 (100.0) | - |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| debug_print | 1 | 2 | `i-2 a.py:3: m`<br>`i-2 a.py:3: m` |"),
+            "{md}"
+        );
+        assert_eq!(line(&r[1]), "a  i-2  score 80  debug_print a.py:3");
+    }
+}
