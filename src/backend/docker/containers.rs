@@ -70,31 +70,7 @@ impl DockerBackend {
             });
         }
         let t = Instant::now();
-        let tree = ws.tree.clone();
-        let applied = ws.applied.clone();
-        let script2 = script.to_string();
-        let watchdog = timeout.as_secs() + WATCHDOG_GRACE;
-        let blackhole = !rs.spec.network && rs.spec.blackhole_routes;
-        let archive = tokio::task::spawn_blocking(move || {
-            if let Some(applied) = applied {
-                return applied_archive(&applied, &script2, watchdog, blackhole).map_err(
-                    |source| InfraError::Io {
-                        path: tree.clone(),
-                        source,
-                    },
-                );
-            }
-            let changes = candidate_changes(&tree)
-                .map_err(|e| InfraError::Other(format!("listing the candidate's changes: {e}")))?;
-            run_archive(&tree, &changes, &script2, watchdog, blackhole).map_err(|source| {
-                InfraError::Io {
-                    path: tree.clone(),
-                    source,
-                }
-            })
-        })
-        .await
-        .map_err(|e| InfraError::Other(format!("archive task: {e}")))??;
+        let archive = run_archive_of(ws, rs, script, timeout).await?;
         let mut phases = ContainerTimings {
             archive: t.elapsed().as_secs_f64(),
             ..Default::default()
@@ -367,4 +343,34 @@ impl Drop for ContainerGuard {
             });
         }
     }
+}
+
+/// The run archive of an evaluation: the candidate's changed files (applied
+/// in memory, or read from the checkout) and the eval script with its
+/// launcher. Shared by the docker and swarm backends.
+pub(crate) async fn run_archive_of(
+    ws: &Workspace,
+    rs: &ResolvedSpec,
+    script: &str,
+    timeout: Duration,
+) -> Result<Vec<u8>, InfraError> {
+    let tree = ws.tree.clone();
+    let applied = ws.applied.clone();
+    let script = script.to_string();
+    let watchdog = timeout.as_secs() + WATCHDOG_GRACE;
+    let blackhole = !rs.spec.network && rs.spec.blackhole_routes;
+    tokio::task::spawn_blocking(move || {
+        let io = |source| InfraError::Io {
+            path: tree.clone(),
+            source,
+        };
+        if let Some(applied) = applied {
+            return applied_archive(&applied, &script, watchdog, blackhole).map_err(io);
+        }
+        let changes = candidate_changes(&tree)
+            .map_err(|e| InfraError::Other(format!("listing the candidate's changes: {e}")))?;
+        run_archive(&tree, &changes, &script, watchdog, blackhole).map_err(io)
+    })
+    .await
+    .map_err(|e| InfraError::Other(format!("archive task: {e}")))?
 }

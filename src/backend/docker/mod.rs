@@ -123,6 +123,15 @@ pub enum PullFailure {
 }
 
 impl DockerError {
+    /// The error of a failed engine call named `op`.
+    pub(crate) fn call(op: &str, f: daemon::CallFailure) -> DockerError {
+        let op = op.to_string();
+        match f {
+            daemon::CallFailure::Api(source) => DockerError::Api { op, source },
+            daemon::CallFailure::Timeout(secs) => DockerError::Timeout { op, secs },
+        }
+    }
+
     /// Whether the failure is the engine's (worth a retry) rather than the
     /// environment's.
     pub fn is_infra(&self) -> bool {
@@ -453,35 +462,20 @@ impl DockerBackend {
         op: &str,
         fut: impl Future<Output = Result<T, bollard::errors::Error>>,
     ) -> Result<T, DockerError> {
-        match tokio::time::timeout(API_TIMEOUT, fut).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(source)) => Err(DockerError::Api {
-                op: op.to_string(),
-                source,
-            }),
-            Err(_) => Err(DockerError::Timeout {
-                op: op.to_string(),
-                secs: API_TIMEOUT.as_secs(),
-            }),
-        }
+        daemon::timed(fut)
+            .await
+            .map_err(|f| DockerError::call(op, f))
     }
 
     /// The image's id and first registry digest, or None when it is absent.
     async fn inspect(&self, name: &str) -> Result<Option<(String, Option<String>)>, DockerError> {
-        match tokio::time::timeout(API_TIMEOUT, self.docker().await?.inspect_image(name)).await {
-            Ok(Ok(i)) => Ok(Some((
+        match daemon::timed(self.docker().await?.inspect_image(name)).await {
+            Ok(i) => Ok(Some((
                 i.id.unwrap_or_default(),
                 i.repo_digests.and_then(|d| d.into_iter().next()),
             ))),
-            Ok(Err(e)) if daemon::is_status(&e, &[404]) => Ok(None),
-            Ok(Err(source)) => Err(DockerError::Api {
-                op: format!("inspect image {name}"),
-                source,
-            }),
-            Err(_) => Err(DockerError::Timeout {
-                op: format!("inspect image {name}"),
-                secs: API_TIMEOUT.as_secs(),
-            }),
+            Err(daemon::CallFailure::Api(e)) if daemon::is_status(&e, &[404]) => Ok(None),
+            Err(f) => Err(DockerError::call(&format!("inspect image {name}"), f)),
         }
     }
 

@@ -24,7 +24,7 @@ use futures_util::StreamExt;
 
 use super::cluster::{create_network, ensure_network, NET_OPEN};
 use super::{call, locked, SwarmBackend, SwarmEnv, SwarmError};
-use crate::backend::docker::archive::{candidate_changes, run_archive};
+use crate::backend::docker::containers::run_archive_of;
 use crate::backend::docker::daemon::is_status;
 use crate::backend::docker::images::TESTBED;
 use crate::backend::{InfraError, RunOutput, Workspace};
@@ -50,8 +50,6 @@ const POLL: Duration = Duration::from_millis(100);
 const NODE_CHECK: Duration = Duration::from_secs(2);
 /// At most this much test output is kept (as the docker backend).
 const MAX_LOG: usize = 256 << 20;
-/// Grace after `--timeout` before the in-task watchdog kills the script.
-const WATCHDOG_GRACE: u64 = 60;
 
 /// A service or config of this backend, by id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -130,22 +128,7 @@ impl SwarmBackend {
         if *cancel.borrow() {
             return Ok(cancelled(Duration::ZERO));
         }
-        let tree = ws.tree.clone();
-        let script2 = script.to_string();
-        let watchdog = timeout.as_secs() + WATCHDOG_GRACE;
-        let blackhole = !rs.spec.network && rs.spec.blackhole_routes;
-        let archive = tokio::task::spawn_blocking(move || {
-            let changes = candidate_changes(&tree)
-                .map_err(|e| InfraError::Other(format!("listing the candidate's changes: {e}")))?;
-            run_archive(&tree, &changes, &script2, watchdog, blackhole).map_err(|source| {
-                InfraError::Io {
-                    path: tree.clone(),
-                    source,
-                }
-            })
-        })
-        .await
-        .map_err(|e| InfraError::Other(format!("archive task: {e}")))??;
+        let archive = run_archive_of(ws, rs, script, timeout).await?;
         let parts = chunks(&archive)?;
 
         let started = Instant::now();

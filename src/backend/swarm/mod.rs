@@ -23,7 +23,6 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use bollard::Docker;
 
@@ -32,9 +31,6 @@ use super::{EnvError, InfraError};
 use crate::dataset::Instance;
 use crate::repo::RepoCache;
 use crate::spec::ResolvedSpec;
-
-/// Limit on one short engine call (create, remove, inspect, list).
-const API_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Options of the swarm backend (the command line's swarm flags).
 #[derive(Debug, Clone, Default)]
@@ -300,15 +296,11 @@ async fn call<T>(
     op: &str,
     fut: impl Future<Output = Result<T, bollard::errors::Error>>,
 ) -> Result<T, SwarmError> {
-    match tokio::time::timeout(API_TIMEOUT, fut).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(source)) => Err(SwarmError::Api {
-            op: op.to_string(),
-            source,
-        }),
-        Err(_) => Err(SwarmError::Timeout {
-            op: op.to_string(),
-            secs: API_TIMEOUT.as_secs(),
-        }),
+    let op = op.to_string();
+    use crate::backend::docker::daemon::{timed, CallFailure};
+    match timed(fut).await {
+        Ok(v) => Ok(v),
+        Err(CallFailure::Api(source)) => Err(SwarmError::Api { op, source }),
+        Err(CallFailure::Timeout(secs)) => Err(SwarmError::Timeout { op, secs }),
     }
 }
