@@ -35,7 +35,10 @@ pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
                 }
             }
             RunEvent::InstanceStarted { .. } => {}
-            RunEvent::InstanceFinished { record, reused } => {
+            RunEvent::InstanceFinished {
+                finished: record,
+                reused,
+            } => {
                 done += 1;
                 *counts.entry(record.outcome).or_default() += 1;
                 let node = record

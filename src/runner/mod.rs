@@ -42,7 +42,7 @@ pub enum RunEvent {
         model: String,
     },
     InstanceFinished {
-        record: Box<EvalRecord>,
+        finished: Finished,
         reused: bool,
     },
     /// An evaluation stopped by an interrupt; nothing was recorded for it.
@@ -52,6 +52,27 @@ pub enum RunEvent {
     Finished {
         elapsed: Duration,
     },
+}
+
+/// What reporters are told of a finished evaluation. Not the whole record:
+/// a reporter that falls behind (a slow terminal, a 100,000-row run) must
+/// not hold every record twice.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub instance_id: String,
+    pub outcome: crate::outcome::Outcome,
+    /// The record's `environment` (image, interpreter, node).
+    pub environment: Option<String>,
+}
+
+impl Finished {
+    fn of(record: &EvalRecord) -> Finished {
+        Finished {
+            instance_id: record.instance_id.clone(),
+            outcome: record.outcome,
+            environment: record.environment.clone(),
+        }
+    }
 }
 
 /// Settings of one run.
@@ -171,7 +192,7 @@ impl Runner {
                 for f in followers {
                     let copy = this.record_for_follower(&primary, &f, &record);
                     let _ = events.send(RunEvent::InstanceFinished {
-                        record: Box::new(copy.clone()),
+                        finished: Finished::of(&copy),
                         reused: true,
                     });
                     out.push((f.key(), copy));
@@ -239,7 +260,7 @@ impl Runner {
         let dir = self.eval_dir(job);
         if let Some(prev) = self.reusable(job, &dir) {
             let _ = events.send(RunEvent::InstanceFinished {
-                record: Box::new(prev.clone()),
+                finished: Finished::of(&prev),
                 reused: true,
             });
             return Some(prev);
@@ -286,7 +307,7 @@ impl Runner {
                         self.note_unwritten(&id, &dir, &e);
                     }
                     let _ = events.send(RunEvent::InstanceFinished {
-                        record: record.clone(),
+                        finished: Finished::of(&record),
                         reused: false,
                     });
                     return Some(*record);
