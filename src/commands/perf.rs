@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Serialize;
 
-use super::{finished_all, list, load_dataset, print_json, write_report};
+use super::{check_eval_scripts, finished_all, list, load_dataset, print_json, write_report};
 use crate::cli::engine_args::{BackendKind, CacheLevelArg, EngineArgs};
 use crate::cli::perf_args::{MeasureArgs, PerfArgs};
 use crate::error::ExpectedError;
@@ -37,7 +37,9 @@ pub async fn perf(mut args: PerfArgs) -> Result<(), ExpectedError> {
     let preds = load_predictions(&args.predictions, &dataset).map_err(ExpectedError::bad)?;
     let jobs = jobs_for_predictions(&dataset, preds).map_err(ExpectedError::bad)?;
     let (mopts, aopts) = options(&args.measure, &mut args.engine, &args.run_id)?;
-    let engine = Engine::build(&args.engine.options(), &args.run_id, &args.dataset)?;
+    let opts = args.engine.options();
+    check_eval_scripts(&opts, &args.dataset, jobs.iter().map(|j| &*j.instance))?;
+    let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
     let done = engine.execute(jobs.clone()).await;
     let graded = finished_all(&done, "the grading");
     if matches!(

@@ -23,6 +23,7 @@ use crate::repo::{RepoCache, RepoSources};
 use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup};
 use crate::runner::jobs::{Job, RecordKey};
 use crate::runner::{RunConfig, Runner};
+use crate::script::dataset::ScriptSource;
 use crate::spec::{SpecError, SpecSet};
 
 /// The exit status of a process stopped by Ctrl-C (128 + SIGINT); a second
@@ -107,6 +108,9 @@ pub struct EngineOptions {
     pub docker: DockerOptions,
     pub swarm: SwarmOptions,
     pub sources: Sources,
+    /// Where the eval script comes from: the spec (default) or the
+    /// instance's own `eval_script` (Docker and swarm backends only).
+    pub eval_script: ScriptSource,
 }
 
 impl EngineOptions {
@@ -122,6 +126,7 @@ impl EngineOptions {
             backend: Some(backend.to_string()),
             sandbox: Some(self.sandbox),
             timeout_secs: Some(self.timeout.as_secs()),
+            eval_script: (self.eval_script != ScriptSource::Spec).then_some(self.eval_script),
             docker: Some(DockerSetup {
                 namespace: d.namespace.clone(),
                 instance_image_tag: d.instance_image_tag.clone(),
@@ -171,6 +176,9 @@ pub enum EngineError {
     /// The swarm options cannot be used.
     #[error(transparent)]
     SwarmConfig(SwarmError),
+    /// `--eval-script dataset` on the local backend.
+    #[error("--eval-script dataset runs each instance's eval_script in patchgrade's Docker images, and the local backend has none{why}: use --backend docker")]
+    DatasetScriptBackend { why: String },
     #[error("cannot create {what}: {source}")]
     Io {
         what: String,
@@ -188,6 +196,7 @@ impl EngineError {
                 | EngineError::DockerConfig(_)
                 | EngineError::Locked(RunDirError::Locked { .. })
                 | EngineError::SwarmConfig(_)
+                | EngineError::DatasetScriptBackend { .. }
         )
     }
 }
@@ -249,6 +258,7 @@ impl Engine {
         let specs = opts.sources.spec_set()?;
         let cache = opts.sources.cache();
         let repos = opts.sources.repo_cache(dataset_path);
+        let mut no_daemon = None;
         let use_docker = match opts.backend {
             BackendChoice::Local => false,
             BackendChoice::Docker | BackendChoice::Swarm => {
@@ -259,10 +269,20 @@ impl Engine {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::info!("--backend auto: {e}; using the local backend");
+                    no_daemon = Some(e.to_string());
                     false
                 }
             },
         };
+        // The dataset's scripts assume an image (/testbed, a conda stand-in
+        // at /opt/miniconda3): refused before anything runs.
+        if opts.eval_script == ScriptSource::Dataset && !use_docker {
+            return Err(EngineError::DatasetScriptBackend {
+                why: no_daemon
+                    .map(|e| format!(" (--backend auto chose it: {e})"))
+                    .unwrap_or_default(),
+            });
+        }
         let backend = if opts.backend == BackendChoice::Swarm {
             let b = SwarmBackend::new(
                 opts.docker.clone(),
@@ -302,6 +322,7 @@ impl Engine {
             max_workers: opts.max_workers,
             timeout: opts.timeout,
             force: opts.force,
+            eval_script: opts.eval_script,
         };
         let backend_name = backend.name().to_string();
         let runner = Arc::new(Runner {

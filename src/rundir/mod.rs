@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::dataset::model_dir;
 use crate::outcome::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
+use crate::script::dataset::ScriptSource;
 
 /// A run folder could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +92,10 @@ pub struct RunSetup {
     /// Per-evaluation time limit, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// `--eval-script dataset`: the tests ran each instance's own
+    /// `eval_script` (absent: the spec's script).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_script: Option<ScriptSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker: Option<DockerSetup>,
 }

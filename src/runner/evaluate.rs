@@ -14,6 +14,7 @@ use crate::grade::{self, Grade};
 use crate::outcome::{EvalRecord, Outcome, Timings};
 use crate::patch::{apply_in_tree, ApplyStrategy, FileChange, Patch, TreeChanges};
 use crate::rundir::eval_dir::EvalDir;
+use crate::script::dataset::{self, DatasetScript};
 use crate::script::EvalScript;
 use crate::spec::ResolvedSpec;
 
@@ -145,6 +146,14 @@ impl<'a> Evaluation<'a> {
         let raw_patch = self.job.prediction.model_patch.clone().unwrap_or_default();
         self.write_patch(&raw_patch)?;
         let mut rs = self.resolve_spec()?;
+        if self.runner.runs_dataset_script(self.job)
+            && dataset::eval_script_of(&self.job.instance).is_none()
+        {
+            let e = dataset::MissingScripts {
+                ids: vec![self.job.instance.instance_id.clone()],
+            };
+            return Err(stop(Outcome::EnvironmentBuildFailed, e.to_string()));
+        }
         let candidate = if empty {
             None
         } else {
@@ -437,7 +446,26 @@ impl<'a> Evaluation<'a> {
             &self.runner.repos.mirror_path(&inst.repo),
             &inst.base_commit,
         );
-        let script = EvalScript {
+        let script = if self.runner.runs_dataset_script(self.job) {
+            self.dataset_script(rs)?
+        } else {
+            self.spec_script(rs, ws, activate, test_changes)
+        };
+        self.dir
+            .write_script(&script)
+            .map_err(|e| stop(Outcome::InfraError, format!("cannot write eval.sh: {e}")))?;
+        Ok(script)
+    }
+
+    fn spec_script(
+        &self,
+        rs: &ResolvedSpec,
+        ws: &Workspace,
+        activate: Option<String>,
+        test_changes: &[FileChange],
+    ) -> String {
+        let inst = &self.job.instance;
+        EvalScript {
             testbed: &self.runner.backend.testbed(ws),
             activate,
             spec: &rs.spec,
@@ -447,11 +475,36 @@ impl<'a> Evaluation<'a> {
             directives: self.job.directives.clone(),
             base_time: self.base_time,
         }
-        .render();
-        self.dir
-            .write_script(&script)
-            .map_err(|e| stop(Outcome::InfraError, format!("cannot write eval.sh: {e}")))?;
-        Ok(script)
+        .render()
+    }
+
+    /// The instance's own eval script in its wrapper (`--eval-script
+    /// dataset`); the record says which script ran.
+    fn dataset_script(&mut self, rs: &ResolvedSpec) -> Step<String> {
+        let job = self.job;
+        let inst = &job.instance;
+        let Some(text) = dataset::eval_script_of(inst) else {
+            let e = dataset::MissingScripts {
+                ids: vec![inst.instance_id.clone()],
+            };
+            return Err(stop(Outcome::EnvironmentBuildFailed, e.to_string()));
+        };
+        let used = dataset::used(text);
+        self.line(format!(
+            "eval script: the dataset's eval_script (sha256 {})",
+            used.sha256
+        ));
+        self.record.eval_script = Some(used);
+        Ok(DatasetScript {
+            testbed: crate::backend::docker::images::TESTBED,
+            venv: crate::backend::docker::images::VENV,
+            base_commit: &inst.base_commit,
+            activate: &crate::backend::docker::images::activate_line(),
+            script: text,
+            spec: &rs.spec,
+            base_time: self.base_time,
+        }
+        .render())
     }
 
     /// Runs the script; returns the test log (written to the folder).

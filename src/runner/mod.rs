@@ -25,6 +25,8 @@ use crate::outcome::{EvalRecord, Outcome};
 use crate::repo::RepoCache;
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::RunDir;
+use crate::script::dataset::{eval_script_of, ScriptSource};
+use crate::dataset::sha256_hex;
 use crate::spec::{hex, SpecSet};
 use crate::VERSION;
 use evaluate::Evaluated;
@@ -86,6 +88,9 @@ pub struct RunConfig {
     pub timeout: Duration,
     /// Re-evaluate even when a finished result with the same inputs exists.
     pub force: bool,
+    /// Where the eval script of jobs that run the instance's own tests
+    /// comes from (`--eval-script`).
+    pub eval_script: ScriptSource,
 }
 
 /// Everything an evaluation needs, shared by all tasks.
@@ -127,10 +132,23 @@ impl Ran {
     }
 }
 
-/// The key that says "these inputs produced that result".
-fn cache_key(job: &Job, patch_sha: Option<&str>, spec_hash: Option<&str>, backend: &str) -> String {
+/// The key that says "these inputs produced that result". `dataset_script`:
+/// the job runs the instance's own eval script (its text, or None when the
+/// instance has none); spec-driven keys are as they always were.
+fn cache_key(
+    job: &Job,
+    patch_sha: Option<&str>,
+    spec_hash: Option<&str>,
+    backend: &str,
+    dataset_script: Option<Option<&str>>,
+) -> String {
     let i = &job.instance;
     let mut h = Sha256::new();
+    if let Some(script) = dataset_script {
+        h.update(b"eval_script=dataset\0");
+        h.update(script.map(sha256_hex).unwrap_or_default().as_bytes());
+        h.update([0]);
+    }
     for part in [
         VERSION,
         backend,
@@ -370,7 +388,17 @@ impl Runner {
             job.prediction.patch_sha256().as_deref(),
             self.spec_hash(job).as_deref(),
             self.backend.name(),
+            self.runs_dataset_script(job)
+                .then(|| eval_script_of(&job.instance)),
         )
+    }
+
+    /// Whether this job runs the instance's own eval script: under
+    /// `--eval-script dataset`, every job that runs the instance's own
+    /// tests. Jobs that choose test files (audit reruns, `select`) run the
+    /// spec's script, since a dataset script cannot select tests.
+    fn runs_dataset_script(&self, job: &Job) -> bool {
+        self.cfg.eval_script == ScriptSource::Dataset && job.directives.is_none()
     }
 }
 

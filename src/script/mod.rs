@@ -1,10 +1,12 @@
 //! The eval script run in the environment: reset the test files, apply the
 //! test patch, run the tests between markers, record the exit code, restore.
 
+pub mod dataset;
+
 use crate::patch::{ChangeKind, FileChange};
 use crate::spec::{Spec, TestDirectives};
 
-const TEMPLATE: &str = include_str!("../harness-scripts/eval.sh.tmpl");
+const TEMPLATE: &str = include_str!("../../harness-scripts/eval.sh.tmpl");
 
 /// Files whose extension says they are not tests (the reference's
 /// `NON_TEST_EXTS`; its `csv` has no dot, kept as is).
@@ -104,7 +106,7 @@ pub struct EvalScript<'a> {
 
 /// The probe line (see `audit::history::PROBE_MARKER`). Setup commits are
 /// not counted: patchgrade's and the reference's (by their author emails).
-fn history_probe(base_time: Option<i64>) -> String {
+pub(crate) fn history_probe(base_time: Option<i64>) -> String {
     match base_time {
         None => String::from(": no history probe"),
         Some(t) => format!(

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Agreement of two runs of the same predictions: one with the spec's eval
+script, one with `--eval-script dataset` (docs/specs.md, issue 12).
+
+    eval-script-agreement.py --dataset test.jsonl --spec-run RUN_DIR \
+        --dataset-run RUN_DIR [--model gold] [--markdown]
+
+RUN_DIR is a run folder (`<log_dir>/<run_id>`). Only instances finished in
+both runs are compared; an instance whose spec-driven record did not run
+the spec's script, or whose dataset-driven record did not run the dataset's,
+is an error. Prints a per-repository table (compared, same verdict,
+different), then every difference with both outcomes, the expected tests
+whose status differs, and both details.
+"""
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+
+
+def records(run_dir, model):
+    out = {}
+    base = os.path.join(run_dir, model)
+    if not os.path.isdir(base):
+        return out
+    for iid in os.listdir(base):
+        p = os.path.join(base, iid, "patchgrade.json")
+        if os.path.exists(p):
+            with open(p) as f:
+                out[iid] = json.load(f)
+    return out
+
+
+def expected(inst):
+    tests = []
+    for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+        v = inst.get(key) or []
+        if isinstance(v, str):
+            v = json.loads(v) if v.strip() else []
+        tests += [(key, t) for t in v]
+    return tests
+
+
+def status(rec, test):
+    st = rec.get("statuses") or {}
+    return st.get(test, "absent")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--spec-run", required=True)
+    ap.add_argument("--dataset-run", required=True)
+    ap.add_argument("--model", default="gold")
+    ap.add_argument("--markdown", action="store_true")
+    a = ap.parse_args()
+    insts = {}
+    with open(a.dataset) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                insts[r["instance_id"]] = r
+    spec = records(a.spec_run, a.model)
+    ds = records(a.dataset_run, a.model)
+    both = sorted(set(spec) & set(ds))
+    bad = [i for i in both if spec[i].get("eval_script")] + [
+        i for i in both if (ds[i].get("eval_script") or {}).get("source") != "dataset"
+    ]
+    if bad:
+        sys.exit("records that did not run the script their side says: " + ", ".join(bad))
+    per_repo = defaultdict(lambda: [0, 0, []])
+    for i in both:
+        repo = insts[i]["repo"]
+        row = per_repo[repo]
+        row[0] += 1
+        if spec[i]["outcome"] == ds[i]["outcome"]:
+            row[1] += 1
+        else:
+            row[2].append(i)
+    total = sum(r[0] for r in per_repo.values())
+    same = sum(r[1] for r in per_repo.values())
+    if a.markdown:
+        print("| repo | compared | same verdict | different | outcomes (spec → dataset) |")
+        print("|---|---|---|---|---|")
+    else:
+        print(f"{'repo':28} {'compared':>8} {'same':>5} {'diff':>5}")
+    for repo in sorted(per_repo):
+        n, s, diff = per_repo[repo]
+        outcomes = defaultdict(int)
+        for i in both:
+            if insts[i]["repo"] == repo:
+                outcomes[(spec[i]["outcome"], ds[i]["outcome"])] += 1
+        shown = ", ".join(
+            f"{k[0]}: {v}" if k[0] == k[1] else f"{k[0]} → {k[1]}: {v}"
+            for k, v in sorted(outcomes.items())
+        )
+        if a.markdown:
+            print(f"| {repo} | {n} | {s} | {n - s} | {shown} |")
+        else:
+            print(f"{repo:28} {n:>8} {s:>5} {n - s:>5}  {shown}")
+    pct = 100.0 * same / total if total else 0.0
+    if a.markdown:
+        print(f"| **all** | **{total}** | **{same}** | **{total - same}** | {pct:.1f}% agree |")
+    else:
+        print(f"{'all':28} {total:>8} {same:>5} {total - same:>5}  {pct:.1f}% agree")
+    print(f"\nrepositories: {len(per_repo)}")
+    for i in both:
+        if spec[i]["outcome"] == ds[i]["outcome"]:
+            continue
+        print(f"\n{i}: spec {spec[i]['outcome']}, dataset {ds[i]['outcome']}")
+        for kind, t in expected(insts[i]):
+            x, y = status(spec[i], t), status(ds[i], t)
+            if x != y:
+                print(f"  {kind} {t}: spec {x}, dataset {y}")
+        print(f"  spec detail: {spec[i].get('detail')}")
+        print(f"  dataset detail: {ds[i].get('detail')}")
+
+
+if __name__ == "__main__":
+    main()
