@@ -254,9 +254,7 @@ fn an_instance_without_eval_script_or_a_local_backend_is_refused_before_anything
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("dataset.jsonl: --eval-script dataset: this instance has no usable eval_script field")
-            && err.contains("acme__widgets-2")
-            && !err.contains("acme__widgets-1"),
+        err.contains("dataset.jsonl: --eval-script dataset needs an eval_script field (a non-empty string) in every instance it runs; without one: acme__widgets-2\n"),
         "{err}"
     );
     assert!(!w.sb.path().join("logs/run_evaluation/refused").exists());

@@ -410,3 +410,41 @@ fn fault_injection_panic(instance_id: &str) {
         panic!("fault injection: PATCHGRADE_FAULT_PANIC={instance_id}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::{Instance, Prediction};
+
+    #[test]
+    fn the_dataset_script_is_part_of_the_cache_key_and_spec_keys_are_unchanged() {
+        let inst: Instance = serde_json::from_value(serde_json::json!({
+            "instance_id": "o__r-1", "repo": "o/r", "base_commit": "abc", "eval_script": "a"
+        }))
+        .unwrap();
+        let job = Job::new(Arc::new(inst), Prediction::new("o__r-1", "m", None));
+        let key = |script| cache_key(&job, Some("p"), Some("s"), "docker", script);
+        let spec = key(None);
+        let (a, b, none) = (key(Some(Some("a"))), key(Some(Some("b"))), key(Some(None)));
+        assert!(spec != a && a != b && a != none && spec != none);
+        assert_eq!(a, key(Some(Some("a"))));
+        // The spec-driven key is the one earlier versions wrote: results
+        // recorded before `--eval-script` existed are still reused.
+        let mut h = Sha256::new();
+        for part in [
+            VERSION,
+            "docker",
+            "o__r-1",
+            "abc",
+            "",
+            "[[],[]]",
+            "p",
+            "s",
+            "[null,false]",
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        assert_eq!(spec, hex(&h.finalize()));
+    }
+}

@@ -44,9 +44,8 @@ pub struct ScriptUsed {
 /// Instances that cannot run under `--eval-script dataset`.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "--eval-script dataset: {} no usable eval_script field (a non-empty string): {}",
-    if ids.len() == 1 { "this instance has" } else { "these instances have" },
-    ids.join(", ")
+    "--eval-script dataset needs an eval_script field (a non-empty string) in every instance it runs; without one: {}",
+    .ids.join(", ")
 )]
 pub struct MissingScripts {
     pub ids: Vec<String>,
@@ -161,7 +160,7 @@ mod tests {
         assert_eq!(e.ids, ["o__r-2", "o__r-3", "o__r-4"]);
         assert_eq!(
             e.to_string(),
-            "--eval-script dataset: these instances have no usable eval_script field (a non-empty string): o__r-2, o__r-3, o__r-4"
+            "--eval-script dataset needs an eval_script field (a non-empty string) in every instance it runs; without one: o__r-2, o__r-3, o__r-4"
         );
     }
 
