@@ -148,10 +148,18 @@ fn the_dataset_script_runs_unchanged_offline_and_keys_the_cache() {
     let rec = w.sb.record("ds", "gold-model", id);
     assert_eq!(rec["eval_script"]["source"], "dataset");
     assert_eq!(rec["eval_script"]["sha256"], sha256(&script).as_str());
-    // The script went in unchanged, and ran as the log shows.
+    // The script went in unchanged but for the test exit code recorded
+    // around its End marker (as the reference's harness does), and ran as
+    // the log shows.
     let dir = w.sb.path().join("logs/run_evaluation/ds/gold-model").join(id);
     let written = std::fs::read_to_string(dir.join("eval.sh")).unwrap();
-    assert!(written.contains(&script), "{written}");
+    let end = ": '>>>>> End Test Output'\n";
+    let (head, tail) = script.split_once(end).unwrap();
+    let recorded = format!(
+        "{head}PATCHGRADE_TEST_EXIT_CODE=$?\n{end}echo \">>>>> Test Exit Code: $PATCHGRADE_TEST_EXIT_CODE\"\n{tail}"
+    );
+    assert!(written.contains(&recorded), "{written}");
+    assert_eq!(rec["test_exit_code"], 0, "{rec}");
     let log = test_log(&w, "ds", "gold-model", id);
     assert!(log.contains("running the dataset's eval_script"), "{log}");
     // `git diff <base_commit>` found the base by its id: the candidate's change.

@@ -82,6 +82,29 @@ pub fn used(script: &str) -> ScriptUsed {
     }
 }
 
+/// The marker line that ends the tests in the reference's scripts.
+const END_LINE: &str = ": '>>>>> End Test Output'";
+
+/// The script with the test command's exit code recorded around its End
+/// marker, as the reference's harness does to these scripts
+/// (`record_test_exit_code`): the exit-code cross-check of grading then
+/// applies to them as to patchgrade's own. The last such line is the
+/// marker (a test patch in the heredoc comes before it); a script without
+/// one is left as it is.
+pub fn record_exit_code(script: &str) -> String {
+    let lines: Vec<&str> = script.split('\n').collect();
+    let Some(at) = lines.iter().rposition(|l| l.trim_end() == END_LINE) else {
+        return script.to_string();
+    };
+    let mut out: Vec<&str> = Vec::with_capacity(lines.len() + 2);
+    out.extend(&lines[..at]);
+    out.push("PATCHGRADE_TEST_EXIT_CODE=$?");
+    out.push(lines[at]);
+    out.push("echo \">>>>> Test Exit Code: $PATCHGRADE_TEST_EXIT_CODE\"");
+    out.extend(&lines[at + 1..]);
+    out.join("\n")
+}
+
 /// Everything that goes into one wrapped dataset script.
 pub struct DatasetScript<'a> {
     pub testbed: &'a str,
@@ -112,7 +135,7 @@ impl DatasetScript<'_> {
         } else {
             env.join("\n")
         };
-        let mut script = self.script.to_string();
+        let mut script = record_exit_code(self.script);
         if !script.ends_with('\n') {
             script.push('\n');
         }
@@ -165,6 +188,16 @@ mod tests {
     }
 
     #[test]
+    fn the_exit_code_goes_around_the_last_end_marker_only() {
+        let s = "a\n: '>>>>> End Test Output'\nb\n: '>>>>> End Test Output'\nc";
+        assert_eq!(
+            record_exit_code(s),
+            "a\n: '>>>>> End Test Output'\nb\nPATCHGRADE_TEST_EXIT_CODE=$?\n: '>>>>> End Test Output'\necho \">>>>> Test Exit Code: $PATCHGRADE_TEST_EXIT_CODE\"\nc"
+        );
+        assert_eq!(record_exit_code("a\nb\n"), "a\nb\n");
+    }
+
+    #[test]
     fn the_script_goes_in_verbatim_after_the_stand_ins() {
         let base = "d26b2424437dabeeca94d7900b37d2df4410da0c";
         let script = format!(
@@ -185,11 +218,23 @@ mod tests {
             base_time: Some(1_600_000_000),
         }
         .render();
-        // Unchanged, `{{` included, and a final newline before what follows.
-        assert!(out.contains(&format!("{script}\n")), "{out}");
-        let at = out.find(&script).unwrap();
+        // Unchanged but for the exit code around the End marker, `{{`
+        // included, and a final newline before what follows.
+        let recorded = record_exit_code(&script);
+        assert_eq!(
+            recorded.replace("PATCHGRADE_TEST_EXIT_CODE=$?\n", "").replace(
+                "\necho \">>>>> Test Exit Code: $PATCHGRADE_TEST_EXIT_CODE\"",
+                ""
+            ),
+            script
+        );
+        assert!(recorded.contains(
+            "pytest -rA t.py\nPATCHGRADE_TEST_EXIT_CODE=$?\n: '>>>>> End Test Output'\necho \">>>>> Test Exit Code: $PATCHGRADE_TEST_EXIT_CODE\"\ngit checkout"
+        ));
+        assert!(out.contains(&format!("{recorded}\n")), "{out}");
+        let at = out.find(&recorded).unwrap();
         let before = &out[..at];
-        let after = &out[at + script.len()..];
+        let after = &out[at + recorded.len()..];
         assert!(before.contains(&format!("git update-ref 'refs/replace/{base}'")));
         assert!(before.contains("source /opt/venv/bin/activate"));
         assert!(before.contains("PIP_NO_INDEX=1 PIP_NO_DEPS=1 PIP_NO_BUILD_ISOLATION=0"));
@@ -198,7 +243,7 @@ mod tests {
         ));
         assert!(before.contains(&sha256_hex(&script)));
         assert!(after.contains(">>>>> History: "));
-        // The wrapper never prints a grading marker of its own.
+        // Besides the exit code, the wrapper prints no grading marker.
         for m in [crate::grade::START_MARKER, crate::grade::END_MARKER, crate::grade::EXIT_CODE_MARKER] {
             assert!(!before.contains(m) && !after.contains(m), "{m}");
         }
