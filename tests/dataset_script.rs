@@ -93,14 +93,13 @@ fn run(w: &Widgets, run_id: &str, extra: &[&str]) -> std::process::Output {
 }
 
 fn test_log(w: &Widgets, run_id: &str, model: &str, id: &str) -> String {
-    let p = w
-        .sb
-        .path()
-        .join("logs/run_evaluation")
-        .join(run_id)
-        .join(model)
-        .join(id)
-        .join("test_output.txt");
+    let p =
+        w.sb.path()
+            .join("logs/run_evaluation")
+            .join(run_id)
+            .join(model)
+            .join(id)
+            .join("test_output.txt");
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -151,7 +150,10 @@ fn the_dataset_script_runs_unchanged_offline_and_keys_the_cache() {
     // The script went in unchanged but for the test exit code recorded
     // around its End marker (as the reference's harness does), and ran as
     // the log shows.
-    let dir = w.sb.path().join("logs/run_evaluation/ds/gold-model").join(id);
+    let dir =
+        w.sb.path()
+            .join("logs/run_evaluation/ds/gold-model")
+            .join(id);
     let written = std::fs::read_to_string(dir.join("eval.sh")).unwrap();
     let end = ": '>>>>> End Test Output'\n";
     let (head, tail) = script.split_once(end).unwrap();
@@ -163,7 +165,10 @@ fn the_dataset_script_runs_unchanged_offline_and_keys_the_cache() {
     let log = test_log(&w, "ds", "gold-model", id);
     assert!(log.contains("running the dataset's eval_script"), "{log}");
     // `git diff <base_commit>` found the base by its id: the candidate's change.
-    assert!(log.contains("diff --git a/widgets/core.py b/widgets/core.py"), "{log}");
+    assert!(
+        log.contains("diff --git a/widgets/core.py b/widgets/core.py"),
+        "{log}"
+    );
     // The conda lines found the stand-in.
     for bad in ["fatal:", "command not found", "No such file or directory"] {
         assert!(!log.contains(bad), "{bad}: {log}");
@@ -258,7 +263,8 @@ fn an_instance_without_eval_script_or_a_local_backend_is_refused_before_anything
         "--mirror-dir",
         "mirrors",
     ];
-    let out = w.sb.run(&[&base[..], &["--eval-script", "dataset"]].concat());
+    let out =
+        w.sb.run(&[&base[..], &["--eval-script", "dataset"]].concat());
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -285,7 +291,9 @@ fn an_instance_without_eval_script_or_a_local_backend_is_refused_before_anything
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("--eval-script dataset runs each instance's eval_script in patchgrade's Docker images"),
+        err.contains(
+            "--eval-script dataset runs each instance's eval_script in patchgrade's Docker images"
+        ),
         "{err}"
     );
 }

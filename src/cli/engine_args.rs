@@ -11,8 +11,8 @@ use patchgrade::backend::docker::DockerOptions;
 use patchgrade::backend::swarm::SwarmOptions;
 use patchgrade::engine::{BackendChoice, EngineOptions, Sources};
 use patchgrade::python::PythonDir;
-use patchgrade::script::dataset::ScriptSource;
 use patchgrade::repo::DEFAULT_URL_TEMPLATE;
+use patchgrade::script::dataset::ScriptSource;
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum BackendKind {

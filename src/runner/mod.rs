@@ -21,12 +21,12 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::backend::Backend;
+use crate::dataset::sha256_hex;
 use crate::outcome::{EvalRecord, Outcome};
 use crate::repo::RepoCache;
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::RunDir;
 use crate::script::dataset::{eval_script_of, ScriptSource};
-use crate::dataset::sha256_hex;
 use crate::spec::{hex, SpecSet};
 use crate::VERSION;
 use evaluate::Evaluated;

@@ -61,7 +61,9 @@ pub fn eval_script_of(inst: &Instance) -> Option<&str> {
 }
 
 /// Every instance has a script to run, or the ones that do not, named.
-pub fn check_all<'a>(instances: impl IntoIterator<Item = &'a Instance>) -> Result<(), MissingScripts> {
+pub fn check_all<'a>(
+    instances: impl IntoIterator<Item = &'a Instance>,
+) -> Result<(), MissingScripts> {
     let ids: Vec<String> = instances
         .into_iter()
         .filter(|i| eval_script_of(i).is_none())
@@ -164,7 +166,8 @@ mod tests {
     use super::*;
 
     fn inst(extra: Value) -> Instance {
-        let mut v = serde_json::json!({"instance_id": "o__r-1", "repo": "o/r", "base_commit": "abc"});
+        let mut v =
+            serde_json::json!({"instance_id": "o__r-1", "repo": "o/r", "base_commit": "abc"});
         if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
             o.extend(e);
         }
@@ -207,7 +210,8 @@ mod tests {
             serde_json::from_str(r#"{"test_cmd":"t","log_parser":"pytest"}"#).unwrap();
         spec.env
             .insert("SETUPTOOLS_SCM_PRETEND_VERSION".into(), "1.2".into());
-        spec.eval_commands.push("export HTTPBIN_URL=http://127.0.0.1:8099/".into());
+        spec.eval_commands
+            .push("export HTTPBIN_URL=http://127.0.0.1:8099/".into());
         let out = DatasetScript {
             testbed: "/testbed",
             venv: "/opt/venv",
@@ -222,10 +226,12 @@ mod tests {
         // included, and a final newline before what follows.
         let recorded = record_exit_code(&script);
         assert_eq!(
-            recorded.replace("PATCHGRADE_TEST_EXIT_CODE=$?\n", "").replace(
-                "\necho \">>>>> Test Exit Code: $PATCHGRADE_TEST_EXIT_CODE\"",
-                ""
-            ),
+            recorded
+                .replace("PATCHGRADE_TEST_EXIT_CODE=$?\n", "")
+                .replace(
+                    "\necho \">>>>> Test Exit Code: $PATCHGRADE_TEST_EXIT_CODE\"",
+                    ""
+                ),
             script
         );
         assert!(recorded.contains(
@@ -244,7 +250,11 @@ mod tests {
         assert!(before.contains(&sha256_hex(&script)));
         assert!(after.contains(">>>>> History: "));
         // Besides the exit code, the wrapper prints no grading marker.
-        for m in [crate::grade::START_MARKER, crate::grade::END_MARKER, crate::grade::EXIT_CODE_MARKER] {
+        for m in [
+            crate::grade::START_MARKER,
+            crate::grade::END_MARKER,
+            crate::grade::EXIT_CODE_MARKER,
+        ] {
             assert!(!before.contains(m) && !after.contains(m), "{m}");
         }
         // Every placeholder filled.
