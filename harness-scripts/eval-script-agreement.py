@@ -8,7 +8,8 @@ script, one with `--eval-script dataset` (docs/specs.md, issue 12).
 RUN_DIR is a run folder (`<log_dir>/<run_id>`). Only instances finished in
 both runs are compared; an instance whose spec-driven record did not run
 the spec's script, or whose dataset-driven record did not run the dataset's,
-is an error. Prints a per-repository table (compared, same verdict,
+is an error, and a pair whose spec hashes differ (another env) is listed,
+not compared. Prints a per-repository table (compared, same verdict,
 different), then every difference with both outcomes, the expected tests
 whose status differs, and both details.
 """
@@ -69,6 +70,10 @@ def main():
     ]
     if bad:
         sys.exit("records that did not run the script their side says: " + ", ".join(bad))
+    # Same spec on both sides means the same env and instance image: only
+    # the script differs. Other pairs are listed, not compared.
+    other_spec = [i for i in both if spec[i].get("spec_hash") != ds[i].get("spec_hash")]
+    both = [i for i in both if i not in other_spec]
     per_repo = defaultdict(lambda: [0, 0, []])
     for i in both:
         repo = insts[i]["repo"]
@@ -105,6 +110,8 @@ def main():
     else:
         print(f"{'all':28} {total:>8} {same:>5} {total - same:>5}  {pct:.1f}% agree")
     print(f"\nrepositories: {len(per_repo)}")
+    if other_spec:
+        print("not compared (the two runs used different specs): " + ", ".join(other_spec))
     for i in both:
         if spec[i]["outcome"] == ds[i]["outcome"]:
             continue
