@@ -2,11 +2,12 @@
 """Agreement of two runs of the same predictions: one with the spec's eval
 script, one with `--eval-script dataset` (docs/specs.md, issue 12).
 
-    eval-script-agreement.py --dataset test.jsonl --spec-run RUN_DIR \
-        --dataset-run RUN_DIR [--model gold] [--markdown]
+    eval-script-agreement.py --dataset test.jsonl --pair SPEC_RUN DATASET_RUN \
+        [--pair ...] [--model gold] [--markdown]
 
-RUN_DIR is a run folder (`<log_dir>/<run_id>`). Only instances finished in
-both runs are compared; an instance whose spec-driven record did not run
+Each RUN is a run folder (`<log_dir>/<run_id>`); with several pairs, an
+instance is taken from the first pair holding it on both sides. Only
+instances finished in both runs of a pair are compared; an instance whose spec-driven record did not run
 the spec's script, or whose dataset-driven record did not run the dataset's,
 is an error, and a pair whose spec hashes differ (another env) is listed,
 not compared. Prints a per-repository table (compared, same verdict,
@@ -51,8 +52,8 @@ def status(rec, test):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dataset", required=True)
-    ap.add_argument("--spec-run", required=True)
-    ap.add_argument("--dataset-run", required=True)
+    ap.add_argument("--pair", nargs=2, action="append", required=True,
+                    metavar=("SPEC_RUN", "DATASET_RUN"))
     ap.add_argument("--model", default="gold")
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args()
@@ -62,9 +63,13 @@ def main():
             if line.strip():
                 r = json.loads(line)
                 insts[r["instance_id"]] = r
-    spec = records(a.spec_run, a.model)
-    ds = records(a.dataset_run, a.model)
-    both = sorted(set(spec) & set(ds))
+    spec, ds = {}, {}
+    for spec_run, dataset_run in a.pair:
+        x, y = records(spec_run, a.model), records(dataset_run, a.model)
+        for i in sorted(set(x) & set(y)):
+            if i not in spec:
+                spec[i], ds[i] = x[i], y[i]
+    both = sorted(spec)
     bad = [i for i in both if spec[i].get("eval_script")] + [
         i for i in both if (ds[i].get("eval_script") or {}).get("source") != "dataset"
     ]
