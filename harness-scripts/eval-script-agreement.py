@@ -79,11 +79,13 @@ def main():
     # the script differs. Other pairs are listed, not compared.
     other_spec = [i for i in both if spec[i].get("spec_hash") != ds[i].get("spec_hash")]
     both = [i for i in both if i not in other_spec]
-    per_repo = defaultdict(lambda: [0, 0, []])
+    per_repo = defaultdict(lambda: [0, 0, [], 0.0, 0.0])
     for i in both:
         repo = insts[i]["repo"]
         row = per_repo[repo]
         row[0] += 1
+        row[3] += spec[i].get("timings", {}).get("tests", 0.0)
+        row[4] += ds[i].get("timings", {}).get("tests", 0.0)
         if spec[i]["outcome"] == ds[i]["outcome"]:
             row[1] += 1
         else:
@@ -91,12 +93,12 @@ def main():
     total = sum(r[0] for r in per_repo.values())
     same = sum(r[1] for r in per_repo.values())
     if a.markdown:
-        print("| repo | compared | same verdict | different | outcomes (spec → dataset) |")
-        print("|---|---|---|---|---|")
+        print("| repo | compared | same verdict | different | outcomes (spec → dataset) | container s, spec / dataset |")
+        print("|---|---|---|---|---|---|")
     else:
         print(f"{'repo':28} {'compared':>8} {'same':>5} {'diff':>5}")
     for repo in sorted(per_repo):
-        n, s, diff = per_repo[repo]
+        n, s, diff, t_spec, t_ds = per_repo[repo]
         outcomes = defaultdict(int)
         for i in both:
             if insts[i]["repo"] == repo:
@@ -106,12 +108,14 @@ def main():
             for k, v in sorted(outcomes.items())
         )
         if a.markdown:
-            print(f"| {repo} | {n} | {s} | {n - s} | {shown} |")
+            print(f"| {repo} | {n} | {s} | {n - s} | {shown} | {t_spec:.0f} / {t_ds:.0f} |")
         else:
-            print(f"{repo:28} {n:>8} {s:>5} {n - s:>5}  {shown}")
+            print(f"{repo:28} {n:>8} {s:>5} {n - s:>5}  {shown}  (container s: spec {t_spec:.0f}, dataset {t_ds:.0f})")
     pct = 100.0 * same / total if total else 0.0
+    ts = sum(r[3] for r in per_repo.values())
+    td = sum(r[4] for r in per_repo.values())
     if a.markdown:
-        print(f"| **all** | **{total}** | **{same}** | **{total - same}** | {pct:.1f}% agree |")
+        print(f"| **all** | **{total}** | **{same}** | **{total - same}** | {pct:.1f}% agree | {ts:.0f} / {td:.0f} |")
     else:
         print(f"{'all':28} {total:>8} {same:>5} {total - same:>5}  {pct:.1f}% agree")
     print(f"\nrepositories: {len(per_repo)}")
