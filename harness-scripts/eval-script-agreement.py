@@ -6,11 +6,11 @@ script, one with `--eval-script dataset` (docs/specs.md, issue 12).
         [--pair ...] [--model gold] [--markdown]
 
 Each RUN is a run folder (`<log_dir>/<run_id>`); with several pairs, an
-instance is taken from the first pair holding it on both sides. Only
-instances finished in both runs of a pair are compared; an instance whose spec-driven record did not run
+instance is taken from the first pair holding it on both sides with the same
+spec hash. Only instances finished in both runs of a pair are compared; an instance whose spec-driven record did not run
 the spec's script, or whose dataset-driven record did not run the dataset's,
-is an error, and a pair whose spec hashes differ (another env) is listed,
-not compared. Prints a per-repository table (compared, same verdict,
+is an error, and an instance found only with different spec hashes (another
+env) is listed, not compared. Prints a per-repository table (compared, same verdict,
 different), then every difference with both outcomes, the expected tests
 whose status differs, and both details.
 """
@@ -63,22 +63,28 @@ def main():
             if line.strip():
                 r = json.loads(line)
                 insts[r["instance_id"]] = r
-    spec, ds = {}, {}
+    # An instance is taken from the first pair that has it on both sides
+    # with the same spec hash (the same env and instance image: only the
+    # script differs); one found only with different specs is listed, not
+    # compared.
+    spec, ds, other = {}, {}, {}
     for spec_run, dataset_run in a.pair:
         x, y = records(spec_run, a.model), records(dataset_run, a.model)
         for i in sorted(set(x) & set(y)):
-            if i not in spec:
+            if i in spec:
+                continue
+            if x[i].get("spec_hash") == y[i].get("spec_hash"):
                 spec[i], ds[i] = x[i], y[i]
+                other.pop(i, None)
+            else:
+                other[i] = True
     both = sorted(spec)
     bad = [i for i in both if spec[i].get("eval_script")] + [
         i for i in both if (ds[i].get("eval_script") or {}).get("source") != "dataset"
     ]
     if bad:
         sys.exit("records that did not run the script their side says: " + ", ".join(bad))
-    # Same spec on both sides means the same env and instance image: only
-    # the script differs. Other pairs are listed, not compared.
-    other_spec = [i for i in both if spec[i].get("spec_hash") != ds[i].get("spec_hash")]
-    both = [i for i in both if i not in other_spec]
+    other_spec = sorted(other)
     per_repo = defaultdict(lambda: [0, 0, [], 0.0, 0.0])
     for i in both:
         repo = insts[i]["repo"]
