@@ -166,8 +166,12 @@ impl<'a> Evaluation<'a> {
                 return Err(stop);
             }
         };
+        let changed: Vec<FileChange> = candidate
+            .as_ref()
+            .map(|c| c.files.clone())
+            .unwrap_or_default();
         self.apply_candidate(candidate, &mut co).await?;
-        let script = self.write_script(&rs, &co.ws, activate, &test_changes)?;
+        let script = self.write_script(&rs, &co.ws, activate, &changed, &test_changes)?;
         let text = self.run_tests(&env, &rs, &co.ws, &script, cancel).await?;
         let tree = co.made.then_some(co.ws.tree.as_path());
         let graded = self.grade(&rs, &text, (!empty).then_some(raw_patch.as_str()), tree);
@@ -430,6 +434,7 @@ impl<'a> Evaluation<'a> {
         rs: &ResolvedSpec,
         ws: &Workspace,
         activate: Option<String>,
+        changed: &[FileChange],
         test_changes: &[FileChange],
     ) -> Step<String> {
         let inst = &self.job.instance;
@@ -441,7 +446,7 @@ impl<'a> Evaluation<'a> {
             testbed: &self.runner.backend.testbed(ws),
             activate,
             spec: &rs.spec,
-            install: rs.spec.eval_install(),
+            install: crate::script::install_step(&rs.spec, changed),
             test_patch: &inst.test_patch,
             test_changes,
             directives: self.job.directives.clone(),
