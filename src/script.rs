@@ -246,11 +246,7 @@ mod tests {
 
     #[test]
     fn install_step_tries_the_copy_only_before_a_derived_reinstall() {
-        let spec = |install: &str, explicit: Option<&str>| Spec {
-            install: Some(install.into()),
-            eval_install: explicit.map(String::from),
-            ..serde_json::from_str::<Spec>(r#"{"test_cmd":"t","log_parser":"pytest"}"#).unwrap()
-        };
+        let spec = crate::test_support::spec_installing;
         let modified = [
             change("pkg/a.py", ChangeKind::Modified),
             change("pkg/b c.py", ChangeKind::Modified),

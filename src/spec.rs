@@ -398,11 +398,7 @@ mod tests {
 
     #[test]
     fn eval_install_skips_editable_and_reinstalls_others_offline() {
-        let spec = |install: &str, explicit: Option<&str>| Spec {
-            install: Some(install.into()),
-            eval_install: explicit.map(String::from),
-            ..serde_json::from_str::<Spec>(r#"{"test_cmd":"t","log_parser":"pytest"}"#).unwrap()
-        };
+        let spec = crate::test_support::spec_installing;
         assert_eq!(
             spec("python -m pip install -e .", None).eval_install(),
             None
