@@ -18,10 +18,10 @@ use crate::backend::docker::images::CacheLevel;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::swarm::{SwarmError, SwarmOptions};
 use crate::backend::{Backend, LocalBackend, SwarmBackend};
-use crate::outcome::EvalRecord;
 use crate::repo::{RepoCache, RepoSources};
 use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup};
-use crate::runner::jobs::{Job, RecordKey};
+use crate::runner::jobs::Job;
+use crate::runner::jobs::Records;
 use crate::runner::{RunConfig, Runner};
 use crate::spec::{SpecError, SpecSet};
 
@@ -203,7 +203,7 @@ pub struct Engine {
 
 /// What executing jobs gave.
 pub struct Executed {
-    pub records: BTreeMap<RecordKey, EvalRecord>,
+    pub records: Records,
     pub interrupted: bool,
     /// Evaluation tasks that panicked (a bug; nothing recorded for them).
     pub failed_tasks: usize,
@@ -218,7 +218,7 @@ impl Engine {
     /// interpreters the run's images got (resolved as evaluations need
     /// them) and the node that ran each evaluation (swarm). A failure to
     /// write is logged: the results are already recorded.
-    fn record_after_run(&self, records: &BTreeMap<RecordKey, EvalRecord>) {
+    fn record_after_run(&self, records: &Records) {
         let pythons: Vec<_> = self
             .runner
             .backend
@@ -389,7 +389,7 @@ impl Engine {
 }
 
 /// `<model>/<instance>[@<sample>]` → node, for records a backend placed.
-fn placements(records: &BTreeMap<RecordKey, EvalRecord>) -> BTreeMap<String, String> {
+fn placements(records: &Records) -> BTreeMap<String, String> {
     records
         .iter()
         .filter_map(|((model, instance, sample), record)| {
@@ -406,6 +406,7 @@ fn placements(records: &BTreeMap<RecordKey, EvalRecord>) -> BTreeMap<String, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outcome::EvalRecord;
 
     #[test]
     fn placements_key_evaluations_and_skip_unplaced_ones() {
@@ -415,11 +416,17 @@ mod tests {
             "env x{}",
             crate::backend::placement_suffix("host1/n1")
         ));
-        records.insert(("m".into(), "a__b-1".into(), None), placed.clone());
-        records.insert(("m".into(), "a__b-2".into(), Some("3".into())), placed);
+        records.insert(
+            ("m".into(), "a__b-1".into(), None),
+            Box::new(placed.clone()),
+        );
+        records.insert(
+            ("m".into(), "a__b-2".into(), Some("3".into())),
+            Box::new(placed),
+        );
         let mut local = EvalRecord::new("a__b-4", "m", "docker");
         local.environment = Some("env y".into());
-        records.insert(("m".into(), "a__b-4".into(), None), local);
+        records.insert(("m".into(), "a__b-4".into(), None), Box::new(local));
         let nodes = placements(&records);
         assert_eq!(
             nodes.into_iter().collect::<Vec<_>>(),
