@@ -25,6 +25,7 @@ use patchgrade::perf::record::{PerfRecord, Role, VariantInfo};
 use patchgrade::perf::variants::PatchVariant;
 use patchgrade::perf::{aggregate, render, Aggregate, AnalysisOptions};
 use patchgrade::rundir::atomic::write_atomic;
+use patchgrade::runner::jobs::Records;
 use patchgrade::runner::jobs::{jobs_for_predictions, Job, RecordKey};
 
 pub async fn perf(mut args: PerfArgs) -> Result<(), ExpectedError> {
@@ -69,7 +70,7 @@ pub async fn after_run(
     engine: &Engine,
     dataset: &Dataset,
     jobs: &[Job],
-    records: &BTreeMap<RecordKey, EvalRecord>,
+    records: &Records,
     measure: &MeasureArgs,
     engine_args: &EngineArgs,
     run_id: &str,
@@ -196,7 +197,7 @@ async fn measure_run(
     engine: &Engine,
     dataset: &Dataset,
     jobs: &[Job],
-    records: &BTreeMap<RecordKey, EvalRecord>,
+    records: &Records,
     mopts: &MeasureOptions,
     aopts: &AnalysisOptions,
     only_resolved: bool,
@@ -277,10 +278,13 @@ async fn measure_run(
             continue;
         }
         // The image of the instance, from any of its evaluations.
-        let image = records.get(&gold_key).and_then(image_of).or_else(|| {
-            mine.iter()
-                .find_map(|j| records.get(&j.key()).and_then(image_of))
-        });
+        let image = records
+            .get(&gold_key)
+            .and_then(|r| image_of(r))
+            .or_else(|| {
+                mine.iter()
+                    .find_map(|j| records.get(&j.key()).and_then(|r| image_of(r)))
+            });
         let Some(image) = image else {
             out.failed.push(format!(
                 "{id}: no evaluation left an instance image to measure in"

@@ -55,7 +55,7 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
     }
     // Several samples per instance: the pass@k table (`report` has more).
     let run_dir = engine.runner.cfg.rundir.path();
-    if let Some(table) = after_run(&run_dir, &args.run_id, done.records.values()) {
+    if let Some(table) = after_run(&run_dir, &args.run_id, done.records.values().map(|r| &**r)) {
         eprintln!("\npass@k (95% bootstrap intervals over instances):\n{table}");
     }
     if args.json {

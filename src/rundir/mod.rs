@@ -10,6 +10,7 @@
 pub mod atomic;
 pub mod eval_dir;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -68,6 +69,11 @@ pub struct RunMeta {
     /// the run ends: they are resolved as evaluations need them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pythons: Vec<crate::python::InterpreterRecord>,
+    /// Which node ran each evaluation (backends that spread them over
+    /// machines: swarm), keyed `<model>/<instance>[@<sample>]`; kept across
+    /// the segments of a resumed run, written when each segment ends.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nodes: BTreeMap<String, String>,
 }
 
 /// Where a run's tests came from and how they ran: everything, besides the
@@ -139,6 +145,7 @@ impl RunMeta {
             dataset_sha256: file_sha256(dataset),
             setup: None,
             pythons: Vec::new(),
+            nodes: BTreeMap::new(),
         }
     }
 

@@ -175,8 +175,12 @@ impl<'a> Evaluation<'a> {
                 return Err(stop);
             }
         };
+        let changed: Vec<FileChange> = candidate
+            .as_ref()
+            .map(|c| c.files.clone())
+            .unwrap_or_default();
         self.apply_candidate(candidate, &mut co).await?;
-        let script = self.write_script(&rs, &co.ws, activate, &test_changes)?;
+        let script = self.write_script(&rs, &co.ws, activate, &changed, &test_changes)?;
         let text = self.run_tests(&env, &rs, &co.ws, &script, cancel).await?;
         let tree = co.made.then_some(co.ws.tree.as_path());
         let graded = self.grade(&rs, &text, (!empty).then_some(raw_patch.as_str()), tree);
@@ -439,6 +443,7 @@ impl<'a> Evaluation<'a> {
         rs: &ResolvedSpec,
         ws: &Workspace,
         activate: Option<String>,
+        changed: &[FileChange],
         test_changes: &[FileChange],
     ) -> Step<String> {
         let inst = &self.job.instance;
@@ -449,7 +454,7 @@ impl<'a> Evaluation<'a> {
         let script = if self.runner.runs_dataset_script(self.job) {
             self.dataset_script(rs)?
         } else {
-            self.spec_script(rs, ws, activate, test_changes)
+            self.spec_script(rs, ws, activate, changed, test_changes)
         };
         self.dir
             .write_script(&script)
@@ -462,6 +467,7 @@ impl<'a> Evaluation<'a> {
         rs: &ResolvedSpec,
         ws: &Workspace,
         activate: Option<String>,
+        changed: &[FileChange],
         test_changes: &[FileChange],
     ) -> String {
         let inst = &self.job.instance;
@@ -469,7 +475,7 @@ impl<'a> Evaluation<'a> {
             testbed: &self.runner.backend.testbed(ws),
             activate,
             spec: &rs.spec,
-            install: rs.spec.eval_install(),
+            install: crate::script::install_step(&rs.spec, changed),
             test_patch: &inst.test_patch,
             test_changes,
             directives: self.job.directives.clone(),

@@ -26,6 +26,7 @@ use crate::outcome::{EvalRecord, Outcome};
 use crate::repo::RepoCache;
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::RunDir;
+use crate::runner::jobs::Records;
 use crate::script::dataset::{eval_script_of, ScriptSource};
 use crate::spec::{hex, SpecSet};
 use crate::VERSION;
@@ -109,7 +110,7 @@ const ENGINE_RETURN_LIMIT: Duration = Duration::from_secs(180);
 /// What a run gave.
 pub struct Ran {
     /// By (model, instance id, sample).
-    pub records: BTreeMap<RecordKey, EvalRecord>,
+    pub records: Records,
     /// Evaluation tasks that failed outside an evaluation (a bug); nothing
     /// recorded for them. A panic inside an evaluation is its infra_error.
     pub failed_tasks: usize,
@@ -122,7 +123,9 @@ type TaskResult = Result<Option<Vec<(RecordKey, EvalRecord)>>, tokio::task::Join
 impl Ran {
     fn collect(&mut self, res: TaskResult) {
         match res {
-            Ok(Some(rs)) => self.records.extend(rs),
+            Ok(Some(rs)) => self
+                .records
+                .extend(rs.into_iter().map(|(k, r)| (k, Box::new(r)))),
             Ok(None) => {}
             Err(e) => {
                 tracing::error!("an evaluation task failed: {e}");
