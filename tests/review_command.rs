@@ -405,6 +405,53 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
         "{md}"
     );
 
+    // `run` again on the same run id: nothing re-evaluated, and its table
+    // now shows each evaluation's review (score, kinds) and the mean.
+    let out = sb.run(&[
+        "run",
+        "--dataset",
+        "dataset.jsonl",
+        "--predictions",
+        "preds.jsonl",
+        "--run-id",
+        "rv",
+        "--backend",
+        "docker",
+        "--specs",
+        "specs",
+        "--mirror-dir",
+        "mirrors",
+        "--base-image",
+        "none",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&out.stderr);
+    let row = |model: &str| -> String {
+        let at = table.find(&format!("\n{model}:\n")).expect(model);
+        table[at..]
+            .lines()
+            .find(|l| l.starts_with("review-1"))
+            .unwrap()
+            .to_string()
+    };
+    assert!(table.contains("instance  outcome"), "{table}");
+    let agent_row = row("agent");
+    assert!(
+        agent_row.contains("resolved")
+            && agent_row.contains(" debug_print, commented_out_code")
+            && agent_row.contains("unrelated_file"),
+        "{agent_row}"
+    );
+    let gold_row = row("gold");
+    let cells: Vec<&str> = gold_row.split_whitespace().collect();
+    assert_eq!(cells[..3], ["review-1", "resolved", "100"], "{table}");
+    // `wrong` was not reviewed (--resolved-only): no review column.
+    assert!(!row("wrong").contains("100"), "{table}");
+    assert!(
+        table.contains("review of 1: mean score 100.0 (1 resolved: mean 100.0)"),
+        "{table}"
+    );
+
     // The judge, only with --judge-url: a local server, the key from the
     // variable named, never written; a second run is served by the cache.
     let (url, seen) = judge_server();
