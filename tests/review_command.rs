@@ -250,6 +250,10 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
         "initial",
     );
     let base = repo.head();
+    // A version tag on the base: `run` passes it to setuptools_scm in the
+    // instance image's setup, and `review` must find that same image.
+    let obj = repo.repo.revparse_single(&base).unwrap();
+    repo.repo.tag_lightweight("v1.2.3", &obj, false).unwrap();
     let high =
         format!("{TESTS}\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n");
     let test_patch = repo.diff_of(&[("tests/test_mod.py", Some(high.as_bytes()))], false);
@@ -339,6 +343,20 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
     };
 
     let agent = read("agent");
+    // Reviewed in the evaluation's own instance image, not a rebuilt one.
+    let record: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            sb.path()
+                .join("logs/run_evaluation/rv/agent/review-1/patchgrade.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        record["environment"].as_str().unwrap().contains(":"),
+        "{record}"
+    );
+    assert_eq!(agent["environment"], record["environment"], "{agent}");
     let notes = &agent["review"]["notes"];
     assert!(
         notes.is_null() || notes.as_array().unwrap().is_empty(),
