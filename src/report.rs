@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::audit::ReasonKind;
 use crate::dataset::{Dataset, Prediction};
 use crate::outcome::{EvalRecord, Outcome};
+use crate::review::quality::ReviewCell;
 use crate::runner::jobs::Records;
 use crate::table::{render, Layout};
 
@@ -251,13 +252,20 @@ impl Summary {
         PathBuf::from(format!("{model_dir}.{run_id}.json"))
     }
 
-    /// A readable table: one line per instance, then the counts.
-    pub fn table(&self, records: &BTreeMap<String, EvalRecord>) -> String {
-        let mut rows = vec![vec![
-            "instance".to_string(),
-            "outcome".into(),
-            "detail".into(),
-        ]];
+    /// A readable table: one line per instance, then the counts. With the
+    /// reviews `review` wrote into the run folder (by instance id), a review
+    /// column (score and kinds of finding) and a line of mean scores.
+    pub fn table(
+        &self,
+        records: &BTreeMap<String, EvalRecord>,
+        reviews: &BTreeMap<String, ReviewCell>,
+    ) -> String {
+        let mut head = vec!["instance".to_string(), "outcome".into()];
+        if !reviews.is_empty() {
+            head.push("review".into());
+        }
+        head.push("detail".into());
+        let mut rows = vec![head];
         for (id, r) in records {
             let mut detail = r.detail.clone().unwrap_or_default();
             if let Some(a) = r
@@ -288,7 +296,12 @@ impl Summary {
                 .chars()
                 .take(100)
                 .collect();
-            rows.push(vec![id.clone(), r.outcome.name().into(), detail]);
+            let mut row = vec![id.clone(), r.outcome.name().into()];
+            if !reviews.is_empty() {
+                row.push(reviews.get(id).map(ReviewCell::text).unwrap_or_default());
+            }
+            row.push(detail);
+            rows.push(row);
         }
         // The outcome column fits every outcome's name.
         let layout = Layout {
@@ -322,6 +335,9 @@ impl Summary {
             out.push_str(&format!(" ({})", errs.join(", ")));
         }
         out.push('\n');
+        if !reviews.is_empty() {
+            out.push_str(&review_line(records, reviews));
+        }
         let a = &self.patchgrade.audit;
         if a.resolved > 0 {
             let reasons: Vec<String> = a
@@ -353,4 +369,36 @@ impl Summary {
         }
         out
     }
+}
+
+/// `review of N: mean score X (M resolved: mean Y); K not fully linted`.
+fn review_line(
+    records: &BTreeMap<String, EvalRecord>,
+    reviews: &BTreeMap<String, ReviewCell>,
+) -> String {
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let all: Vec<f64> = reviews.values().map(|c| c.score).collect();
+    let resolved: Vec<f64> = reviews
+        .iter()
+        .filter(|(id, _)| {
+            records
+                .get(*id)
+                .is_some_and(|r| r.outcome == Outcome::Resolved)
+        })
+        .map(|(_, c)| c.score)
+        .collect();
+    let incomplete = reviews.values().filter(|c| c.incomplete).count();
+    let mut s = format!("review of {}: mean score {:.1}", all.len(), mean(&all));
+    if !resolved.is_empty() {
+        s.push_str(&format!(
+            " ({} resolved: mean {:.1})",
+            resolved.len(),
+            mean(&resolved)
+        ));
+    }
+    if incomplete > 0 {
+        s.push_str(&format!("; {incomplete} not fully linted (*)"));
+    }
+    s.push('\n');
+    s
 }

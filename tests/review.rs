@@ -651,6 +651,156 @@ fn review_script_run_by_bash_matches_the_host_review() {
     );
 }
 
+/// A project whose ruff configuration ruff 0.17.6 rejects (`show-source`,
+/// as in sphinx-doc__sphinx-11445's pyproject.toml): the review script and
+/// the host review both fall back to `--isolated` with the default
+/// selection on both sides, say so in a note, and still blame the new error
+/// and keep the old one. A configuration the patch itself breaks is a
+/// failure, never a clean delta.
+#[test]
+fn a_rejected_ruff_configuration_falls_back_to_isolated_on_both_sides() {
+    use patchgrade::review::hygiene::{self, Context};
+    use patchgrade::review::local::{review_trees, LocalTools};
+    use patchgrade::review::script::{self, ScriptSpec};
+
+    let Some(ruff) = ruff() else {
+        available(
+            &format!("ruff {RUFF_VERSION}"),
+            "PATCHGRADE_REQUIRE_PYPI",
+            false,
+        );
+        return;
+    };
+    let bin = tempfile::tempdir().unwrap();
+    let exe = if ruff.components().count() > 1 {
+        ruff.clone()
+    } else {
+        let out = Command::new("sh")
+            .args(["-c", "command -v ruff"])
+            .output()
+            .unwrap();
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    };
+    std::os::unix::fs::symlink(&exe, bin.path().join("ruff")).unwrap();
+
+    let pyproject = "[project]\nname = \"p\"\n[tool.ruff]\nshow-source = true\nline-length = 100\n";
+    let base = repo_with(&[("pyproject.toml", pyproject), ("pkg/m.py", BASE)]);
+    assert!(lint::ruff_configured(base.path()));
+    let (tree, patch) = patched(base.path(), &[("pkg/m.py", PATCHED)]);
+    let ctx = Context {
+        issue: "pkg/m.py needs added() and newer()",
+        gold_patch: None,
+    };
+    let host = review_trees(
+        &LocalTools { ruff: ruff.clone() },
+        base.path(),
+        tree.path(),
+        &patch,
+        &ctx,
+    );
+    let expect_new = vec![("pkg/m.py".to_string(), 20, "F401".to_string())];
+    let d = host
+        .lint
+        .as_ref()
+        .expect("linted despite the rejected configuration");
+    assert_eq!(brief(&d.new), expect_new);
+    assert_eq!(d.kept, 1);
+    assert_eq!(host.notes.len(), 1, "{:?}", host.notes);
+    assert!(
+        host.notes[0].starts_with("ruff rejected the project's configuration (exit 2:")
+            && host.notes[0].contains("show-source")
+            && host.notes[0].contains("--isolated"),
+        "{}",
+        host.notes[0]
+    );
+
+    // The same through the script, in the container layout.
+    let run_script = |base: &Path, changes: &[(&str, &str)]| {
+        let (tree, patch) = patched(base, changes);
+        let work = tempfile::tempdir().unwrap();
+        let root = work.path().join("testbed");
+        git(
+            work.path(),
+            &["clone", "-q", &base.display().to_string(), "testbed"],
+        );
+        let files = parse_diff(&patch).unwrap();
+        let (base_paths, new_paths, written, deleted) = script::paths_of(&files);
+        let new_dir = work.path().join("new");
+        for p in &written {
+            let dst = new_dir.join(p);
+            std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+            std::fs::copy(tree.path().join(p), dst).unwrap();
+        }
+        let (root_s, bin_s, new_s) = (
+            root.display().to_string(),
+            bin.path().display().to_string(),
+            new_dir.display().to_string(),
+        );
+        let spec = ScriptSpec {
+            root: &root_s,
+            tool_bin: &bin_s,
+            patched_dir: &new_s,
+            base_paths,
+            new_paths,
+            written,
+            deleted,
+            extra: Vec::new(),
+            ruff_configured: true,
+        };
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(script::build(&spec))
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stdout).into_owned();
+        let r = script::parse_log(&log, &spec);
+        let review = script::review_from(&r, &spec, &files, hygiene::check(&patch, &ctx));
+        (r, review, log)
+    };
+    let (r, got, log) = run_script(base.path(), &[("pkg/m.py", PATCHED)]);
+    assert!(r.failures.is_empty(), "{:?}\n{log}", r.failures);
+    assert_eq!(
+        log.matches(">>>>> review fallback ruff 2").count(),
+        1,
+        "{log}"
+    );
+    // The same note (ruff names the configuration file by its path, which
+    // differs between the two trees).
+    assert_eq!(got.notes.len(), 1, "{:?}", got.notes);
+    let head = |n: &str| n.split(" (exit").next().unwrap().to_string();
+    assert_eq!(head(&got.notes[0]), head(&host.notes[0]));
+    assert!(
+        got.notes[0].contains("unknown field `show-source`"),
+        "{:?}",
+        got.notes
+    );
+    assert_eq!(got.lint, host.lint);
+    assert_eq!(got.findings, host.findings);
+
+    // A valid configuration the patch breaks: the patched lint fails (the
+    // base linted with the project's rules), no fallback, no delta.
+    let good = repo_with(&[
+        (
+            "pyproject.toml",
+            "[project]\nname = \"p\"\n[tool.ruff]\nline-length = 100\n",
+        ),
+        ("pkg/m.py", BASE),
+    ]);
+    let (r, review, log) = run_script(
+        good.path(),
+        &[("pkg/m.py", PATCHED), ("pyproject.toml", pyproject)],
+    );
+    assert!(!log.contains(">>>>> review fallback"), "{log}");
+    assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
+    assert!(
+        r.failures[0].starts_with("ruff patched lint: exit Some(2)"),
+        "{:?}",
+        r.failures
+    );
+    assert!(review.lint.is_none(), "{:?}", review.lint);
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+}
+
 /// `harness-scripts/bench-review-host.sh`: the review script with real
 /// linters over one repository's SWE-bench Lite instances, on this host (no
 /// container): base trees from a mirror (`PATCHGRADE_MIRROR`, a git

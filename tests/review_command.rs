@@ -250,6 +250,10 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
         "initial",
     );
     let base = repo.head();
+    // A version tag on the base: `run` passes it to setuptools_scm in the
+    // instance image's setup, and `review` must find that same image.
+    let obj = repo.repo.revparse_single(&base).unwrap();
+    repo.repo.tag_lightweight("v1.2.3", &obj, false).unwrap();
     let high =
         format!("{TESTS}\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n");
     let test_patch = repo.diff_of(&[("tests/test_mod.py", Some(high.as_bytes()))], false);
@@ -339,6 +343,20 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
     };
 
     let agent = read("agent");
+    // Reviewed in the evaluation's own instance image, not a rebuilt one.
+    let record: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            sb.path()
+                .join("logs/run_evaluation/rv/agent/review-1/patchgrade.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        record["environment"].as_str().unwrap().contains(":"),
+        "{record}"
+    );
+    assert_eq!(agent["environment"], record["environment"], "{agent}");
     let notes = &agent["review"]["notes"];
     assert!(
         notes.is_null() || notes.as_array().unwrap().is_empty(),
@@ -403,6 +421,53 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
     assert!(
         md.contains("| debug_print | 1 | 1 | `review-1 pkg/mod.py:5: "),
         "{md}"
+    );
+
+    // `run` again on the same run id: nothing re-evaluated, and its table
+    // now shows each evaluation's review (score, kinds) and the mean.
+    let out = sb.run(&[
+        "run",
+        "--dataset",
+        "dataset.jsonl",
+        "--predictions",
+        "preds.jsonl",
+        "--run-id",
+        "rv",
+        "--backend",
+        "docker",
+        "--specs",
+        "specs",
+        "--mirror-dir",
+        "mirrors",
+        "--base-image",
+        "none",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&out.stderr);
+    let row = |model: &str| -> String {
+        let at = table.find(&format!("\n{model}:\n")).expect(model);
+        table[at..]
+            .lines()
+            .find(|l| l.starts_with("review-1"))
+            .unwrap()
+            .to_string()
+    };
+    assert!(table.contains("instance  outcome"), "{table}");
+    let agent_row = row("agent");
+    assert!(
+        agent_row.contains("resolved")
+            && agent_row.contains(" debug_print, commented_out_code")
+            && agent_row.contains("unrelated_file"),
+        "{agent_row}"
+    );
+    let gold_row = row("gold");
+    let cells: Vec<&str> = gold_row.split_whitespace().collect();
+    assert_eq!(cells[..3], ["review-1", "resolved", "100"], "{table}");
+    // `wrong` was not reviewed (--resolved-only): no review column.
+    assert!(!row("wrong").contains("100"), "{table}");
+    assert!(
+        table.contains("review of 1: mean score 100.0 (1 resolved: mean 100.0)"),
+        "{table}"
     );
 
     // The judge, only with --judge-url: a local server, the key from the

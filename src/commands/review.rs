@@ -281,7 +281,7 @@ async fn static_review(
         );
     }
     let runner = &shared.runner;
-    let rs = match runner.specs.lookup(&inst.repo, &inst.version) {
+    let mut rs = match runner.specs.lookup(&inst.repo, &inst.version) {
         Ok(rs) => rs.clone(),
         Err(e) => return fail(h, e.to_string()),
     };
@@ -297,6 +297,11 @@ async fn static_review(
         let mirror = repos
             .ensure(&inst2.repo, &[&inst2.base_commit])
             .map_err(|e| e.to_string())?;
+        // As `run` does: the upstream's version for setuptools_scm, part of
+        // the environment, so the evaluation's instance image is the one found.
+        let version = repos
+            .base_version(&inst2.repo, &inst2.base_commit)
+            .map_err(|e| e.to_string())?;
         let parsed = Patch::parse(&patch2)
             .and_then(|p| p.check_safe().map(|_| p))
             .map_err(|e| e.to_string())?;
@@ -307,10 +312,10 @@ async fn static_review(
             .map_err(|e| format!("reading the project's linter configuration: {e}"))?;
         let files = container::tool_files(&tools, !extra.is_empty()).map_err(|e| e.to_string())?;
         changes.write.extend(files);
-        Ok((changes, extra, ruff_cfg))
+        Ok((changes, extra, ruff_cfg, version))
     })
     .await;
-    let (changes, extra, ruff_configured) = match prepared {
+    let (changes, extra, ruff_configured, version) = match prepared {
         Ok(Ok(p)) => p,
         Ok(Err(e)) => return fail(h, e),
         Err(e) => return fail(h, format!("task: {e}")),
@@ -326,6 +331,12 @@ async fn static_review(
         extra,
         ruff_configured,
     };
+    if let Some(v) = version {
+        rs.spec
+            .env
+            .entry("SETUPTOOLS_SCM_PRETEND_VERSION".into())
+            .or_insert(v);
+    }
     let text = container::container_script(&spec, &files);
     if std::fs::create_dir_all(dir).is_ok() {
         let _ = std::fs::write(dir.join("review.sh"), &text);

@@ -1,12 +1,16 @@
 //! `patchgrade run`: evaluate predictions, write one summary per model.
 
+use std::collections::BTreeMap;
+
 use super::{check_eval_scripts, finished_all, load_dataset, print_one_or_many, write_report};
 use crate::cli::RunArgs;
 use crate::error::ExpectedError;
 use patchgrade::dataset::{load_predictions, model_dir, Prediction};
 use patchgrade::engine::Engine;
 use patchgrade::passk::render::after_run;
-use patchgrade::report::{model_summaries, RunInfo, Summary};
+use patchgrade::report::{model_summaries, ModelSummary, RunInfo, Summary};
+use patchgrade::review::quality::{read_cell, ReviewCell};
+use patchgrade::rundir::RunDir;
 use patchgrade::runner::jobs::jobs_for_predictions;
 
 pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
@@ -44,18 +48,23 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
         wall_seconds: done.elapsed.as_secs_f64(),
     };
     let mut summaries = Vec::new();
+    let run_dir = engine.runner.cfg.rundir.clone();
     for m in model_summaries(&dataset, &preds, &done.records, &info) {
         let path = args
             .report_dir
             .join(Summary::file_name(&model_dir(&m.model), &args.run_id));
         write_report(&path, &m.summary)?;
-        eprintln!("\n{}:\n{}", m.model, m.summary.table(&m.records));
+        let reviews = reviews_of(&run_dir, &m);
+        eprintln!("\n{}:\n{}", m.model, m.summary.table(&m.records, &reviews));
         eprintln!("summary written to {}", path.display());
         summaries.push(m.summary);
     }
     // Several samples per instance: the pass@k table (`report` has more).
-    let run_dir = engine.runner.cfg.rundir.path();
-    if let Some(table) = after_run(&run_dir, &args.run_id, done.records.values().map(|r| &**r)) {
+    if let Some(table) = after_run(
+        &run_dir.path(),
+        &args.run_id,
+        done.records.values().map(|r| &**r),
+    ) {
         eprintln!("\npass@k (95% bootstrap intervals over instances):\n{table}");
     }
     if args.json {
@@ -81,4 +90,22 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
     )
     .await?;
     measured.finish(graded)
+}
+
+/// The reviews `patchgrade review` wrote for this model's evaluations in the
+/// run folder (none before a review): the table's review column. A file
+/// that cannot be read is said on stderr and left out.
+fn reviews_of(run_dir: &RunDir, m: &ModelSummary) -> BTreeMap<String, ReviewCell> {
+    let mut out = BTreeMap::new();
+    for (id, r) in &m.records {
+        let dir = run_dir.eval_dir(&m.model, id, r.sample_id.as_deref());
+        match read_cell(dir.path()) {
+            Ok(Some(c)) => {
+                out.insert(id.clone(), c);
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!("review column: {e}"),
+        }
+    }
+    out
 }

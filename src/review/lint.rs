@@ -261,6 +261,55 @@ pub fn ruff_check_args(paths: &[&str], project_configured: bool) -> Vec<String> 
     a
 }
 
+/// The arguments of a ruff check that reads no configuration file
+/// (`--isolated`) and checks [`DEFAULT_SELECT`]: the fallback when ruff
+/// rejects the project's own configuration (a setting a newer ruff no longer
+/// accepts, such as `show-source`), so the patch is still linted, and both
+/// sides alike.
+pub fn ruff_isolated_args(paths: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "check",
+        "--isolated",
+        "--output-format",
+        "json",
+        "--no-cache",
+        "--exit-zero",
+        "--select",
+        DEFAULT_SELECT,
+        "--ignore",
+        DEFAULT_IGNORE,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(paths.iter().map(|p| p.to_string()));
+    a
+}
+
+/// The review note for a project whose ruff configuration ruff rejected.
+pub fn fallback_note(code: Option<i32>, stderr: &str) -> String {
+    // ruff's message, without the source snippet it quotes (`1 | [tool.ruff]`).
+    let snippet = |l: &str| {
+        let rest = l
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .trim_start();
+        rest.starts_with('|')
+    };
+    let why: String = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !snippet(l))
+        .collect::<Vec<_>>()
+        .join("; ")
+        .chars()
+        .take(300)
+        .collect();
+    let code = code.map_or_else(|| "?".to_string(), |c| c.to_string());
+    format!(
+        "ruff rejected the project's configuration (exit {code}: {why}); linted with --isolated and the default selection ({DEFAULT_SELECT})"
+    )
+}
+
 /// The arguments of a flake8 run whose output [`parse_flake8`] reads (the
 /// project's flake8 configuration applies).
 pub fn flake8_args(paths: &[&str]) -> Vec<String> {
@@ -589,6 +638,20 @@ mod tests {
         let mut rp = patched.clone();
         rp.reverse();
         assert_eq!(delta(&base, &rp, &files), d);
+    }
+
+    #[test]
+    fn the_fallback_reads_no_configuration_and_says_why() {
+        let a = ruff_isolated_args(&["m.py"]);
+        assert_eq!(a[..2], ["check".to_string(), "--isolated".to_string()]);
+        assert!(a.windows(2).any(|w| w == ["--select", DEFAULT_SELECT]));
+        assert_eq!(a.last().map(String::as_str), Some("m.py"));
+        // ruff 0.17.6's message for a pyproject.toml with `show-source`.
+        let stderr = "ruff failed\n  Cause: Failed to parse /testbed/pyproject.toml\n  Cause: TOML parse error at line 1, column 1\n  |\n1 | [tool.ruff]\n  | ^^^^^^^^^^^\nunknown field `show-source`\n";
+        assert_eq!(
+            fallback_note(Some(2), stderr),
+            format!("ruff rejected the project's configuration (exit 2: ruff failed; Cause: Failed to parse /testbed/pyproject.toml; Cause: TOML parse error at line 1, column 1; unknown field `show-source`); linted with --isolated and the default selection ({DEFAULT_SELECT})")
+        );
     }
 
     #[test]

@@ -39,6 +39,55 @@ fn run(tools: &LocalTools, root: &Path, args: Vec<String>) -> Result<Vec<LintFin
     lint::run_ruff(&tools.ruff, root, &args)
 }
 
+type Sides = (Vec<LintFinding>, Vec<LintFinding>, Option<String>);
+
+/// ruff on both trees, with the project's configuration when it has one.
+/// A configuration ruff rejects on the base side (or with no base side to
+/// lint) makes both sides lint with [`lint::ruff_isolated_args`], with a
+/// note, as the review script does; one the patch broke stays an error.
+fn ruff_lint(
+    tools: &LocalTools,
+    base: &Path,
+    patched: &Path,
+    old: &[&str],
+    new: &[&str],
+    configured: bool,
+) -> Result<Sides, LintError> {
+    let isolated = |why: String| -> Result<Sides, LintError> {
+        let b = if old.is_empty() {
+            Vec::new()
+        } else {
+            run(tools, base, lint::ruff_isolated_args(old))?
+        };
+        Ok((
+            b,
+            run(tools, patched, lint::ruff_isolated_args(new))?,
+            Some(why),
+        ))
+    };
+    let b = if old.is_empty() {
+        None
+    } else {
+        match run(tools, base, lint::ruff_check_args(old, configured)) {
+            Ok(b) => Some(b),
+            Err(LintError::Failed { code, stderr, .. }) if configured => {
+                return isolated(lint::fallback_note(code, &stderr))
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    match (
+        run(tools, patched, lint::ruff_check_args(new, configured)),
+        b,
+    ) {
+        (Ok(p), b) => Ok((b.unwrap_or_default(), p, None)),
+        (Err(LintError::Failed { code, stderr, .. }), None) if configured => {
+            isolated(lint::fallback_note(code, &stderr))
+        }
+        (Err(e), _) => Err(e),
+    }
+}
+
 /// Lints both trees and reviews the patch: hygiene, lint delta, complexity.
 pub fn review_trees(
     tools: &LocalTools,
@@ -70,8 +119,11 @@ pub fn review_trees(
         };
         Ok((b, run(tools, patched, args(&new))?))
     };
-    let delta: Option<Delta> = match lint_both(&|p| lint::ruff_check_args(p, configured)) {
-        Ok((b, p)) => Some(lint::delta(&b, &p, &files)),
+    let delta: Option<Delta> = match ruff_lint(tools, base, patched, &old, &new, configured) {
+        Ok((b, p, fallback)) => {
+            notes.extend(fallback);
+            Some(lint::delta(&b, &p, &files))
+        }
         Err(e) => {
             notes.push(format!("ruff not run: {e}"));
             None

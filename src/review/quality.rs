@@ -3,11 +3,109 @@
 //! its table and the Markdown quality section.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{FindingKind, StaticReview};
 use crate::table::{render, Layout};
+
+/// What `run`'s table shows of an evaluation's `review.json` (written by
+/// `review` into the same run folder): its score and its kinds of finding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReviewCell {
+    pub score: f64,
+    /// Kinds found, in [`FindingKind`] order, `tests_added` (no penalty)
+    /// left out.
+    pub kinds: Vec<FindingKind>,
+    /// Some linter could not run (the review has notes).
+    pub incomplete: bool,
+}
+
+impl ReviewCell {
+    /// `85 debug_print, new_lint`; `100`; a `*` after the score when a
+    /// linter could not run.
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "{:.0}{}",
+            self.score,
+            if self.incomplete { "*" } else { "" }
+        );
+        if !self.kinds.is_empty() {
+            let k: Vec<&str> = self.kinds.iter().map(|k| k.name()).collect();
+            s.push(' ');
+            s.push_str(&k.join(", "));
+        }
+        s
+    }
+}
+
+/// A `review.json` that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewFileError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a review file: {source}")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+#[derive(Deserialize)]
+struct FileIn {
+    review: ReviewIn,
+}
+
+#[derive(Deserialize)]
+struct ReviewIn {
+    score: ScoreIn,
+    #[serde(default)]
+    findings: Vec<FindingIn>,
+    #[serde(default)]
+    notes: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct ScoreIn {
+    score: f64,
+}
+
+#[derive(Deserialize)]
+struct FindingIn {
+    kind: FindingKind,
+}
+
+/// The review of the evaluation in `eval_dir`, when `review` wrote one.
+pub fn read_cell(eval_dir: &Path) -> Result<Option<ReviewCell>, ReviewFileError> {
+    let path = eval_dir.join("review.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(ReviewFileError::Io { path, source }),
+    };
+    let f: FileIn =
+        serde_json::from_str(&text).map_err(|source| ReviewFileError::Json { path, source })?;
+    let mut kinds: Vec<FindingKind> = f
+        .review
+        .findings
+        .iter()
+        .map(|x| x.kind)
+        .filter(|k| *k != FindingKind::TestsAdded)
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    Ok(Some(ReviewCell {
+        score: f.review.score.score,
+        kinds,
+        incomplete: !f.review.notes.is_empty(),
+    }))
+}
 
 /// One reviewed patch.
 #[derive(Debug, Clone, Serialize)]
@@ -300,5 +398,35 @@ mod tests {
             "{md}"
         );
         assert_eq!(line(&r[1]), "a  i-2  score 80  debug_print a.py:3");
+    }
+
+    #[test]
+    fn a_review_file_reads_back_as_its_table_cell() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(read_cell(d.path()).unwrap().is_none());
+        let mut r = reviewed(
+            "a",
+            "i-2",
+            &[
+                FindingKind::UnrelatedFile,
+                FindingKind::DebugPrint,
+                FindingKind::DebugPrint,
+                FindingKind::TestsAdded,
+            ],
+        );
+        r.review.notes.push("not run: flake8 base lint".into());
+        // What `review` writes: the review under "review", beside other keys.
+        let file = serde_json::json!({"instance_id": "i-2", "review": r.review, "seconds": 0.5});
+        std::fs::write(d.path().join("review.json"), file.to_string()).unwrap();
+        let cell = read_cell(d.path()).unwrap().unwrap();
+        assert_eq!(
+            cell.kinds,
+            vec![FindingKind::DebugPrint, FindingKind::UnrelatedFile]
+        );
+        assert_eq!(cell.score, r.review.score.score);
+        assert_eq!(cell.text(), "72* debug_print, unrelated_file");
+        std::fs::write(d.path().join("review.json"), "{\"review\": 3}").unwrap();
+        let e = read_cell(d.path()).unwrap_err().to_string();
+        assert!(e.contains("review.json is not a review file"), "{e}");
     }
 }

@@ -111,16 +111,46 @@ fn side_name(side: Side) -> &'static str {
     }
 }
 
+/// ruff's lint run in a project that configures ruff: when ruff rejects the
+/// configuration (a non-zero exit despite `--exit-zero`), the rejection goes
+/// to the log between `>>>>> review fallback ruff <code>` and `>>>>> review
+/// fallback end`, and this run and every later one lint with
+/// [`lint::ruff_isolated_args`], so both sides of the delta use the same
+/// rules. The patched side falls back only when the base side did not lint
+/// with the configuration: a configuration the patch itself broke stays a
+/// failure.
+fn ruff_lint_with_fallback(spec: &ScriptSpec, side: Side, p: &[&str]) -> String {
+    let exe = q(&format!("{}/ruff", spec.tool_bin.trim_end_matches('/')));
+    let join = |a: Vec<String>| a.iter().map(|x| q(x)).collect::<Vec<_>>().join(" ");
+    let configured = join(lint::ruff_check_args(p, true));
+    let isolated = join(lint::ruff_isolated_args(p));
+    let (may_fall_back, after) = match side {
+        Side::Base => ("", "elif [ $rc -eq 0 ]; then\n  PGRUFF_BASE_OK=1\n"),
+        Side::Patched => (" && [ -z \"$PGRUFF_BASE_OK\" ]", ""),
+    };
+    format!(
+        "if [ -z \"$PGRUFF_ISO\" ]; then\n  {exe} {configured} >\"$OUT\" 2>\"$ERR\"\n  rc=$?\n  if [ $rc -ne 0 ]{may_fall_back}; then\n    echo \">>>>> review fallback ruff $rc\"\n    cat \"$ERR\"\n    echo\n    echo '>>>>> review fallback end'\n    PGRUFF_ISO=1\n  fi\nfi\nif [ -n \"$PGRUFF_ISO\" ]; then\n  {exe} {isolated} >\"$OUT\" 2>\"$ERR\"\n  rc=$?\n{after}fi\necho '>>>>> review ruff {} lint'\ncat \"$OUT\"\necho\necho \">>>>> review exit $rc\"\ncat \"$ERR\"\necho\necho '>>>>> review end'\n",
+        side_name(side)
+    )
+}
+
 /// The bash script.
 pub fn build(spec: &ScriptSpec) -> String {
     let mut s = String::from("#!/bin/bash\n# patchgrade review: lint base, put the patched files in place, lint again.\nset -u\n");
-    s.push_str(&format!("cd {} || exit 90\nERR=$(mktemp)\n", q(spec.root)));
+    s.push_str(&format!(
+        "cd {} || exit 90\nERR=$(mktemp)\nOUT=$(mktemp)\nPGRUFF_ISO=\nPGRUFF_BASE_OK=\n",
+        q(spec.root)
+    ));
     let emit = |s: &mut String, side: Side, paths: &[String]| {
         if paths.is_empty() {
             return;
         }
         let p: Vec<&str> = paths.iter().map(String::as_str).collect();
         for (tool, run) in runs(&spec.extra) {
+            if spec.ruff_configured && (tool, run) == (Tool::Ruff, Run::Lint) {
+                s.push_str(&ruff_lint_with_fallback(spec, side, &p));
+                continue;
+            }
             let argv: Vec<String> = args(tool, run, &p, spec.ruff_configured)
                 .iter()
                 .map(|a| q(a))
@@ -148,7 +178,7 @@ pub fn build(spec: &ScriptSpec) -> String {
         ));
     }
     emit(&mut s, Side::Patched, &spec.new_paths);
-    s.push_str("rm -f \"$ERR\"\n");
+    s.push_str("rm -f \"$ERR\" \"$OUT\"\n");
     s
 }
 
@@ -158,6 +188,9 @@ pub struct ScriptResult {
     pub findings: BTreeMap<(Tool, Side, Run), Vec<LintFinding>>,
     /// `tool side run: reason` of runs that failed or are missing.
     pub failures: Vec<String>,
+    /// What the review should say besides: ruff's fallback from a
+    /// configuration it rejected ([`lint::fallback_note`]).
+    pub notes: Vec<String>,
 }
 
 impl ScriptResult {
@@ -224,6 +257,7 @@ pub fn review_from(
         .iter()
         .map(|f| format!("not run: {f}"))
         .collect();
+    notes.extend(result.notes.iter().cloned());
     let mut delta: Option<Delta> = None;
     for (tool, _) in runs(&spec.extra)
         .into_iter()
@@ -275,6 +309,19 @@ pub fn parse_log(log: &str, spec: &ScriptSpec) -> ScriptResult {
         if let Some(f) = line.strip_prefix(">>>>> review copy failed ") {
             out.failures
                 .push(format!("could not put the patched {f} in place"));
+            continue;
+        }
+        if let Some(code) = line.strip_prefix(">>>>> review fallback ruff ") {
+            let mut stderr = String::new();
+            for l in lines.by_ref() {
+                if l == ">>>>> review fallback end" {
+                    break;
+                }
+                stderr.push_str(l);
+                stderr.push('\n');
+            }
+            out.notes
+                .push(lint::fallback_note(code.trim().parse().ok(), &stderr));
             continue;
         }
         let Some(head) = line.strip_prefix(">>>>> review ") else {
@@ -414,6 +461,41 @@ mod tests {
         assert!(r.pair(Tool::Ruff, Run::Lint, &sp).is_some());
         assert!(r.pair(Tool::Ruff, Run::Complexity, &sp).is_none());
         assert!(r.pair(Tool::Flake8, Run::Lint, &sp).is_none());
+    }
+
+    #[test]
+    fn a_rejected_configuration_is_a_note_and_both_sides_lint_isolated() {
+        let sp = ScriptSpec {
+            extra: Vec::new(),
+            ruff_configured: true,
+            ..spec()
+        };
+        let s = build(&sp);
+        // The project's configuration first; --isolated once ruff rejects it.
+        assert_eq!(s.matches("'--isolated' '--output-format'").count(), 2);
+        assert_eq!(s.matches(">>>>> review fallback ruff $rc").count(), 2);
+        assert!(s.contains("if [ $rc -ne 0 ] && [ -z \"$PGRUFF_BASE_OK\" ]; then"));
+        let log = ">>>>> review fallback ruff 2\nruff failed\nunknown field `show-source`\n\n>>>>> review fallback end\n\
+>>>>> review ruff base lint\n[]\n>>>>> review exit 0\n>>>>> review end\n\
+>>>>> review ruff base complexity\n[]\n>>>>> review exit 0\n>>>>> review end\n\
+>>>>> review ruff patched lint\n[]\n>>>>> review exit 0\n>>>>> review end\n\
+>>>>> review ruff patched complexity\n[]\n>>>>> review exit 0\n>>>>> review end\n";
+        let r = parse_log(log, &sp);
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
+        assert_eq!(
+            r.notes,
+            vec![lint::fallback_note(
+                Some(2),
+                "ruff failed\nunknown field `show-source`\n"
+            )]
+        );
+        let files = crate::review::lines::parse_diff(
+            "diff --git a/pkg/it's.py b/pkg/it's.py\n--- a/pkg/it's.py\n+++ b/pkg/it's.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n",
+        )
+        .unwrap();
+        let review = review_from(&r, &sp, &files, Hygiene::default());
+        assert!(review.lint.is_some());
+        assert_eq!(review.notes, r.notes);
     }
 
     #[test]
