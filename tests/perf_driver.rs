@@ -268,3 +268,54 @@ fn driver_reports_a_failing_run_with_its_output() {
         .unwrap()
         .contains("cannot run"));
 }
+
+#[test]
+fn driver_reads_the_workloads_own_mean_line() {
+    // SWE-fficiency's workloads end with `print("Mean:", ...)`; the first
+    // such figure becomes reported_s. No figure, or one that is not a
+    // finite number, gives none (never a made-up value).
+    for python in pythons() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let dir = root.join("v");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("swf.py"),
+            "import statistics, timeit\n\
+             runtimes = timeit.repeat(lambda: sum(range(1000)), number=10, repeat=5)\n\
+             print('noise line')\n\
+             print('Mean:', statistics.mean(runtimes))\n\
+             print('Std Dev:', statistics.stdev(runtimes))\n\
+             print('Mean:', 99)\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("none.py"), "print('no figure')\n").unwrap();
+        std::fs::write(dir.join("nan.py"), "print('Mean:', float('nan'))\n").unwrap();
+        let plan = json!({
+            "variants": [{"name": "v", "dir": dir}],
+            "workload": [
+                {"name": "swf", "argv": [&python, "swf.py"]},
+                {"name": "none", "argv": [&python, "none.py"]},
+                {"name": "nan", "argv": [&python, "nan.py"]},
+            ],
+            "repeat": 2, "warmup": 1, "seed": 1, "timeout": 60,
+            "log_dir": root.join("logs"),
+        });
+        let lines = run_driver(&python, &plan, root);
+        let of = |item: &str| -> Vec<&Value> {
+            lines
+                .iter()
+                .filter(|l| (l["type"] == "run" || l["type"] == "warmup") && l["item"] == item)
+                .collect()
+        };
+        for r in of("swf") {
+            let own = r["reported_s"].as_f64().unwrap_or_else(|| panic!("{r}"));
+            // The mean of 10 sums of range(1000): well under the process time.
+            assert!(own > 0.0 && own < r["wall_s"].as_f64().unwrap(), "{r}");
+            assert_ne!(own, 99.0, "the first Mean: line counts");
+        }
+        for r in of("none").into_iter().chain(of("nan")) {
+            assert!(r.get("reported_s").is_none(), "{python}: {r}");
+        }
+    }
+}

@@ -43,6 +43,9 @@ pub enum MetricArg {
     Wall,
     /// User + system CPU time of the timed process and its children.
     Cpu,
+    /// The time the workload reports itself: SWE-fficiency's `Mean:` line
+    /// (the mean of its `timeit` repeats, imports and setup excluded).
+    Reported,
 }
 
 /// How runtime is measured and judged (`perf`, `run --perf`).
@@ -136,6 +139,7 @@ impl MeasureArgs {
             metric: match self.metric {
                 MetricArg::Wall => Metric::Wall,
                 MetricArg::Cpu => Metric::Cpu,
+                MetricArg::Reported => Metric::Reported,
             },
             outliers: OutlierRule {
                 iqr_k: self.outlier_k.0,

@@ -159,6 +159,7 @@ pub fn distribution_svg(record: &PerfRecord) -> Result<String, PlotError> {
     let unit = match record.options.metric {
         Metric::Wall => "wall time per round (s)",
         Metric::Cpu => "CPU time per round (s)",
+        Metric::Reported => "workload-reported time per round (s)",
     };
     let mut svg = String::new();
     {
@@ -375,6 +376,7 @@ mod tests {
                     signal: None,
                     timed_out: false,
                     instructions: None,
+                    reported_s: None,
                     output_tail: None,
                 });
             }
