@@ -3,10 +3,12 @@
 
 Usage: p2p_from_logs.py LOG_DIR/RUN_ID/gold OUT.json
 
-For each instance folder, the tests its test_output.txt reports as passed
-(sympy's `bin/test --verbose` lines `test_x ok`, read as patchgrade's sympy
-log parser reads them), between the test markers. Instances whose output is
-missing or holds no passing test are left out and named on stderr.
+For each instance folder whose evaluation resolved, the tests its
+test_output.txt reports as passed (sympy's `bin/test --verbose` lines
+`test_x ok`, read as patchgrade's sympy log parser reads them), between the
+test markers. An evaluation that did not resolve (e.g. timed out) is left
+out; one whose log has no test that parser reads gets an empty list (named
+on stderr): its only check is then that the covering tests ran.
 """
 import json
 import os
@@ -39,15 +41,21 @@ def main():
     for iid in sorted(os.listdir(root)):
         path = os.path.join(root, iid, "test_output.txt")
         try:
+            with open(os.path.join(root, iid, "patchgrade.json")) as f:
+                outcome = json.load(f).get("outcome")
             with open(path, errors="replace") as f:
                 tests = passed(f.read())
-        except OSError:
-            tests = []
+        except (OSError, ValueError):
+            outcome, tests = None, []
+        if outcome != "resolved":
+            result.pop(iid, None)
+            sys.stderr.write("%s: gold evaluation %s; left out\n" % (iid, outcome or "missing"))
+            continue
+        result[iid] = tests
         if tests:
-            result[iid] = tests
             print("%s: %d passing tests" % (iid, len(tests)))
         else:
-            sys.stderr.write("%s: no passing test in %s\n" % (iid, path))
+            sys.stderr.write("%s: no test the sympy parser reads in %s\n" % (iid, path))
     with open(out_path, "w") as f:
         json.dump(result, f, indent=1, sort_keys=True)
         f.write("\n")

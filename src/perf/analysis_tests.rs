@@ -16,6 +16,7 @@ fn fingerprint(load: f64) -> Fingerprint {
         load_after: Some(vec![load, 0.0, 0.0]),
         driver_rss_kb: Some(10_000),
         instructions: "unavailable: test".into(),
+        own_timer: None,
     }
 }
 

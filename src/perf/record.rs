@@ -37,6 +37,10 @@ pub struct Fingerprint {
     pub driver_rss_kb: Option<u64>,
     /// `available`, or `unavailable: <reason>`.
     pub instructions: String,
+    /// The clock of Python workloads' `timeit` (`wall`, or `cpu`: see
+    /// `MeasureOptions::cpu_own_timer`); absent from older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_timer: Option<String>,
 }
 
 impl Fingerprint {

@@ -356,6 +356,7 @@ mod tests {
             load_after: None,
             driver_rss_kb: None,
             instructions: "unavailable: no PMU".into(),
+            own_timer: None,
         };
         let mut runs = Vec::new();
         for (name, t) in [("base", 0.4), ("gold", 0.1), ("cand|1", 0.45)] {
