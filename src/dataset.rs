@@ -66,6 +66,11 @@ pub struct Instance {
     pub fail_to_pass: Vec<String>,
     #[serde(rename = "PASS_TO_PASS", default, deserialize_with = "test_list")]
     pub pass_to_pass: Vec<String>,
+    /// SWE-fficiency's `covering_tests`: the test files that cover the
+    /// changed code. When given, the evaluation runs them instead of the
+    /// test patch's files (SWE-fficiency's tasks often have no test patch).
+    #[serde(default, deserialize_with = "test_list")]
+    pub covering_tests: Vec<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub created_at: String,
     #[serde(flatten)]
@@ -449,6 +454,29 @@ mod tests {
         assert_eq!(i.fail_to_pass, vec!["t::a"]);
         assert_eq!(i.pass_to_pass, vec!["t::b"]);
         assert_eq!(i.extra["difficulty"], "easy");
+    }
+
+    #[test]
+    fn swe_fficiency_covering_tests_as_list_or_json_string() {
+        let d = tempfile::tempdir().unwrap();
+        let list = ROW.replace("}", r#","covering_tests":["a/tests/test_x.py"]}"#);
+        let text = ROW.replace("}", r#","covering_tests":"[\"b/tests/test_y.py\"]"}"#);
+        let bad = ROW.replace("}", r#","covering_tests":3}"#);
+        let p = write(&d, "ds.jsonl", &format!("{list}\n"));
+        let ds = Dataset::load(&p).unwrap();
+        assert_eq!(ds.instances[0].covering_tests, vec!["a/tests/test_x.py"]);
+        assert!(!ds.instances[0].extra.contains_key("covering_tests"));
+        let p = write(&d, "ds.jsonl", &format!("{text}\n"));
+        let ds = Dataset::load(&p).unwrap();
+        assert_eq!(ds.instances[0].covering_tests, vec!["b/tests/test_y.py"]);
+        // Absent: empty, and the test patch's files are used.
+        let p = write(&d, "ds.jsonl", &format!("{ROW}\n"));
+        assert!(Dataset::load(&p).unwrap().instances[0]
+            .covering_tests
+            .is_empty());
+        let p = write(&d, "ds.jsonl", &format!("{ROW}\n{bad}\n"));
+        let e = Dataset::load(&p).unwrap_err().to_string();
+        assert!(e.contains("ds.jsonl:2:") && e.contains("test ids"), "{e}");
     }
 
     #[test]

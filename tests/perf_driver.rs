@@ -268,3 +268,106 @@ fn driver_reports_a_failing_run_with_its_output() {
         .unwrap()
         .contains("cannot run"));
 }
+
+#[test]
+fn driver_reads_the_workloads_own_mean_line() {
+    // SWE-fficiency's workloads end with `print("Mean:", ...)`; the first
+    // such figure becomes reported_s. No figure, or one that is not a
+    // finite number, gives none (never a made-up value).
+    for python in pythons() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let dir = root.join("v");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("swf.py"),
+            "import statistics, timeit\n\
+             runtimes = timeit.repeat(lambda: sum(range(1000)), number=10, repeat=5)\n\
+             print('noise line')\n\
+             print('Mean:', statistics.mean(runtimes))\n\
+             print('Std Dev:', statistics.stdev(runtimes))\n\
+             print('Mean:', 99)\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("none.py"), "print('no figure')\n").unwrap();
+        std::fs::write(dir.join("nan.py"), "print('Mean:', float('nan'))\n").unwrap();
+        let plan = json!({
+            "variants": [{"name": "v", "dir": dir}],
+            "workload": [
+                {"name": "swf", "argv": [&python, "swf.py"]},
+                {"name": "none", "argv": [&python, "none.py"]},
+                {"name": "nan", "argv": [&python, "nan.py"]},
+            ],
+            "repeat": 2, "warmup": 1, "seed": 1, "timeout": 60,
+            "log_dir": root.join("logs"),
+        });
+        let lines = run_driver(&python, &plan, root);
+        let of = |item: &str| -> Vec<&Value> {
+            lines
+                .iter()
+                .filter(|l| (l["type"] == "run" || l["type"] == "warmup") && l["item"] == item)
+                .collect()
+        };
+        for r in of("swf") {
+            let own = r["reported_s"].as_f64().unwrap_or_else(|| panic!("{r}"));
+            // The mean of 10 sums of range(1000): well under the process time.
+            assert!(own > 0.0 && own < r["wall_s"].as_f64().unwrap(), "{r}");
+            assert_ne!(own, 99.0, "the first Mean: line counts");
+        }
+        for r in of("none").into_iter().chain(of("nan")) {
+            assert!(r.get("reported_s").is_none(), "{python}: {r}");
+        }
+    }
+}
+
+#[test]
+fn cpu_own_timer_makes_timeit_count_cpu_time_not_waiting() {
+    // A workload whose timed call sleeps 0.2 s: by the wall clock its own
+    // Mean is about 0.2 s, by CPU time (own_timer cpu) about nothing. The
+    // fingerprint says which clock was used.
+    for python in pythons() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let dir = root.join("v");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("sleepy.py"),
+            "import statistics, time, timeit\n\
+             runtimes = timeit.repeat(lambda: time.sleep(0.2), number=1, repeat=2)\n\
+             print('Mean:', statistics.mean(runtimes))\n\
+             t = timeit.Timer('import time; time.sleep(0.1)').timeit(number=1)\n\
+             print('Timer:', t)\n",
+        )
+        .unwrap();
+        let measure = |own_timer: &str| {
+            let plan = json!({
+                "variants": [{"name": "v", "dir": dir}],
+                "workload": [{"name": "sleepy", "argv": [&python, "sleepy.py"]}],
+                "repeat": 1, "warmup": 0, "seed": 1, "timeout": 60,
+                "log_dir": root.join(format!("logs-{own_timer}")),
+                "env": {"PYTHONPATH": "/nonexistent-kept"},
+                "own_timer": own_timer,
+            });
+            let lines = run_driver(&python, &plan, root);
+            assert_eq!(lines[0]["own_timer"], own_timer, "{python}");
+            let run = runs(&lines)[0].clone();
+            let log = root.join(format!("logs-{own_timer}")).join("v.0.run.log");
+            (run, std::fs::read_to_string(log).unwrap())
+        };
+        let (wall, _) = measure("wall");
+        let w = wall["reported_s"].as_f64().unwrap();
+        assert!(w >= 0.19, "{python}: wall clock {w}");
+        let (cpu, log) = measure("cpu");
+        let c = cpu["reported_s"].as_f64().unwrap();
+        assert!(c < 0.05, "{python}: CPU clock {c}");
+        // timeit.Timer(...) directly uses the CPU clock too.
+        let timer: f64 = log
+            .lines()
+            .find_map(|l| l.strip_prefix("Timer: "))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(timer < 0.05, "{python}: Timer {timer}");
+    }
+}

@@ -13,7 +13,8 @@ the workload (commands), the repetitions and the environment:
                    "timeout": 600}],   # optional per item; else the plan's
      "build": ["bash", "-c", "..."], # optional, once per variant, untimed
      "repeat": 10, "warmup": 1, "seed": 1, "timeout": 600,
-     "env": {"K": "V"}, "log_dir": "/perf/logs", "instructions": false}
+     "env": {"K": "V"}, "log_dir": "/perf/logs", "instructions": false,
+     "own_timer": "wall"}              # or "cpu": see OWN_TIMER_CPU
 
 Output, one JSON object per line on stdout:
     {"type": "fingerprint", ...}         first: CPU, cores, kernel, load, perf
@@ -30,12 +31,15 @@ descendants it waited for (peak RSS has a floor: the driver's own, printed
 as driver_rss_kb). Warm-up runs are printed as such and not analysed. Measured rounds are
 interleaved: each round runs every variant once, in an order shuffled with
 the plan's seed, so a drift in machine speed spreads over all variants
-instead of landing on one.
+instead of landing on one. A run whose output has a `Mean: X` line (how
+SWE-fficiency's workloads print the mean of their timeit repeats) also
+carries X as reported_s: the workload's own figure, without start-up.
 """
 
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -44,6 +48,9 @@ import sys
 import time
 
 TAIL = 2000
+# SWE-fficiency's harness reads the first `Mean:` figure of the workload's
+# output (its regex `(?:Mean|Std\s*Dev):\s*([\S]+)`); so does this.
+MEAN = re.compile(rb"^Mean:\s*(\S+)", re.M)
 
 
 def emit(obj):
@@ -188,6 +195,9 @@ def run_once(argv, cwd, env, log_path, timeout, perf_exe=None):
     }
     if counter is not None:
         rec["instructions"] = read_counter(counter)
+    own = reported(log_path)
+    if own is not None:
+        rec["reported_s"] = own
     return rec
 
 
@@ -201,6 +211,44 @@ def read_counter(path):
     except (OSError, ValueError):
         pass
     return None
+
+
+# With "own_timer": "cpu", every Python run imports this first (a
+# sitecustomize on PYTHONPATH): timeit's default clock becomes the process's
+# CPU time, so a workload's own `Mean:` figure is CPU time. On an idle pinned
+# CPU the two agree for single-threaded work; on a busy machine wall time
+# counts the time other processes held the CPU. The defaults are rebound
+# because timeit binds `default_timer` into its functions' defaults.
+OWN_TIMER_CPU = """\
+import time as _pg_time, timeit as _pg_timeit
+_pg_timeit.default_timer = _pg_time.process_time
+for _pg_f in (_pg_timeit.Timer.__init__, _pg_timeit.timeit, _pg_timeit.repeat):
+    _pg_f.__defaults__ = tuple(
+        _pg_time.process_time if _pg_d is _pg_time.perf_counter else _pg_d
+        for _pg_d in (_pg_f.__defaults__ or ()))
+"""
+
+
+def use_cpu_own_timer(env, log_dir):
+    """Puts the OWN_TIMER_CPU sitecustomize first on the runs' PYTHONPATH."""
+    d = os.path.join(log_dir, "own-timer-cpu")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "sitecustomize.py"), "w") as f:
+        f.write(OWN_TIMER_CPU)
+    old = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = d + (os.pathsep + old if old else "")
+
+
+def reported(path):
+    """The workload's own `Mean:` figure, seconds, or None."""
+    try:
+        with open(path, "rb") as f:
+            m = MEAN.search(f.read())
+        v = float(m.group(1)) if m else None
+        # JSON has no NaN or infinity; such a figure is no figure.
+        return v if v is not None and v == v and abs(v) != float("inf") else None
+    except (OSError, ValueError):
+        return None
 
 
 def tail(path):
@@ -230,8 +278,16 @@ def main():
     os.makedirs(log_dir, exist_ok=True)
     env = dict(os.environ)
     env.update(plan.get("env") or {})
+    own_timer = plan.get("own_timer") or "wall"
+    if own_timer not in ("wall", "cpu"):
+        sys.stderr.write("driver.py: own_timer must be wall or cpu, not %r\n" % own_timer)
+        return 2
+    if own_timer == "cpu":
+        use_cpu_own_timer(env, log_dir)
     perf_exe, perf_reason = perf_probe()
-    emit(fingerprint(perf_reason))
+    fp = fingerprint(perf_reason)
+    fp["own_timer"] = own_timer
+    emit(fp)
     if not plan.get("instructions"):
         perf_exe = None
 

@@ -43,6 +43,16 @@ pub enum MetricArg {
     Wall,
     /// User + system CPU time of the timed process and its children.
     Cpu,
+    /// The time the workload reports itself: SWE-fficiency's `Mean:` line
+    /// (the mean of its `timeit` repeats, imports and setup excluded).
+    Reported,
+}
+
+/// The clock of a workload's own timing.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum OwnTimerArg {
+    Wall,
+    Cpu,
 }
 
 /// How runtime is measured and judged (`perf`, `run --perf`).
@@ -73,6 +83,11 @@ pub struct MeasureArgs {
     /// The time analysed (CPU time is steadier on a shared machine).
     #[arg(long, value_enum, default_value = "cpu")]
     pub metric: MetricArg,
+    /// Clock of Python workloads' own `timeit` figures (`--metric
+    /// reported`): `wall` as the benchmarks time, or `cpu` (process CPU
+    /// time), which other processes on a busy machine do not inflate.
+    #[arg(long, value_enum, default_value = "wall")]
+    pub own_timer: OwnTimerArg,
     /// Seed of the round order (and recorded in perf.json).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -119,6 +134,7 @@ impl MeasureArgs {
             memory_bytes,
             pids_limit: engine.docker.pids_limit,
             run_timeout: Duration::from_secs(self.run_timeout),
+            cpu_own_timer: self.own_timer == OwnTimerArg::Cpu,
             timeout: Duration::from_secs(self.perf_timeout),
             run_id: run_id.to_string(),
             ..MeasureOptions::default()
@@ -136,6 +152,7 @@ impl MeasureArgs {
             metric: match self.metric {
                 MetricArg::Wall => Metric::Wall,
                 MetricArg::Cpu => Metric::Cpu,
+                MetricArg::Reported => Metric::Reported,
             },
             outliers: OutlierRule {
                 iqr_k: self.outlier_k.0,

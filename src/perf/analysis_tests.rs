@@ -16,6 +16,7 @@ fn fingerprint(load: f64) -> Fingerprint {
         load_after: Some(vec![load, 0.0, 0.0]),
         driver_rss_kb: Some(10_000),
         instructions: "unavailable: test".into(),
+        own_timer: None,
     }
 }
 
@@ -41,6 +42,7 @@ fn runs(name: &str, median: f64, spread: f64, repeat: usize, seed: u64) -> Vec<R
                 signal: None,
                 timed_out: false,
                 instructions: None,
+                reported_s: None,
                 output_tail: None,
             }
         })
@@ -301,4 +303,55 @@ fn cpu_metric_and_missing_aa() {
     assert!(a.notes.iter().any(|n| n.contains("no A/A")));
     let base = by_name(&a, "base").stats.clone().unwrap();
     assert!((base.median - 0.40 * 0.95).abs() < 0.01);
+}
+
+#[test]
+fn reported_metric_reads_the_workloads_own_figure() {
+    // Process times are dominated by a 0.5 s start-up that every variant
+    // pays; the workload's own `Mean:` figures carry the 4x speedup.
+    let (variants, mut out) = demo(0.01);
+    for r in &mut out.runs {
+        let own = match r.variant.as_str() {
+            "gold" => 0.002,
+            _ => 0.008,
+        };
+        r.reported_s = Some(own * (1.0 + 0.001 * r.round as f64));
+        // The demo's seeded noise, scaled down, keeps the process times apart.
+        r.cpu_s = 0.5 + own + 0.01 * r.wall_s;
+    }
+    let opts = |metric| AnalysisOptions {
+        metric,
+        ..AnalysisOptions::default()
+    };
+    let a = analyse(&variants, &out, 1, 10, true, &opts(Metric::Reported));
+    let g = by_name(&a, "gold").comparison.clone().unwrap();
+    assert!((g.speedup.point - 4.0).abs() < 0.01, "{}", g.speedup.point);
+    assert_eq!(g.verdict, Verdict::Faster);
+    let cpu = analyse(&variants, &out, 1, 10, true, &opts(Metric::Cpu));
+    let g = by_name(&cpu, "gold").comparison.clone().unwrap();
+    assert!(
+        g.speedup.point > 1.0 && g.speedup.point < 1.03,
+        "{}",
+        g.speedup.point
+    );
+
+    // A run without the figure makes that variant unmeasurable under this
+    // metric (never a silent zero), and says which run.
+    let r = out
+        .runs
+        .iter_mut()
+        .find(|r| r.variant == "a" && r.round == 3)
+        .unwrap();
+    r.reported_s = None;
+    let a = analyse(&variants, &out, 1, 10, true, &opts(Metric::Reported));
+    match &by_name(&a, "a").status {
+        Status::NotScored { reason } => assert!(
+            reason.contains("round 3 reported no time of its own"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // The other metrics do not need it.
+    let a = analyse(&variants, &out, 1, 10, true, &opts(Metric::Cpu));
+    assert_eq!(by_name(&a, "a").status, Status::Scored);
 }

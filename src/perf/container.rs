@@ -157,6 +157,11 @@ pub struct MeasureOptions {
     pub timeout: Duration,
     /// Count instructions where `perf stat` works in the container.
     pub instructions: bool,
+    /// Python workloads' `timeit` read the process's CPU time instead of
+    /// the wall clock (the driver's `own_timer`), so their own figure
+    /// ([`super::Metric::Reported`]) does not count time other processes
+    /// held the CPU.
+    pub cpu_own_timer: bool,
     /// Labels the container (`patchgrade.run_id`) and prefixes its name.
     pub run_id: String,
 }
@@ -177,6 +182,7 @@ impl Default for MeasureOptions {
             run_timeout: Duration::from_secs(600),
             timeout: Duration::from_secs(3600),
             instructions: false,
+            cpu_own_timer: false,
             run_id: "perf".into(),
         }
     }
@@ -262,6 +268,7 @@ pub fn plan(variants: &[VariantFiles], workload: &Workload, opts: &MeasureOption
         "env": opts.env,
         "log_dir": "/perf/logs",
         "instructions": opts.instructions,
+        "own_timer": if opts.cpu_own_timer { "cpu" } else { "wall" },
     })
     .to_string()
 }
@@ -631,6 +638,14 @@ mod tests {
             json!(["python3", "/perf/w/workload.py"])
         );
         assert_eq!(p["build"], json!(["bash", "-c", "make"]));
+        assert_eq!(p["own_timer"], "wall");
+        let cpu = MeasureOptions {
+            cpu_own_timer: true,
+            ..MeasureOptions::default()
+        };
+        let p: serde_json::Value =
+            serde_json::from_str(&plan(&variants(), &workload(), &cpu)).unwrap();
+        assert_eq!(p["own_timer"], "cpu");
         let s = run_script(&variants(), &opts);
         assert!(s.contains("cp -a /perf/changes/gold/. /perf/trees/gold/\n"));
         assert!(!s.contains("/perf/changes/base"));

@@ -37,6 +37,10 @@ pub enum Metric {
     Wall,
     /// User + system CPU time of the process and its waited-for children.
     Cpu,
+    /// The time the workload printed for itself ([`record::RunSample::reported_s`]):
+    /// what SWE-fficiency compares, without the interpreter start, imports
+    /// and setup that a whole process includes.
+    Reported,
 }
 
 /// How the Mann–Whitney p-value is computed.
@@ -172,6 +176,7 @@ fn measurement_failure(
     script_workload: bool,
     items: usize,
     repeat: usize,
+    metric: Metric,
 ) -> Option<String> {
     if let Some(b) = out.builds.iter().find(|b| b.variant == name && !b.ok) {
         return Some(match b.exit_code {
@@ -200,6 +205,14 @@ fn measurement_failure(
             ));
         }
     }
+    if metric == Metric::Reported {
+        if let Some(r) = runs.iter().find(|r| r.reported_s.is_none()) {
+            return Some(format!(
+                "run of {} in round {} reported no time of its own (no `Mean:` line)",
+                r.item, r.round
+            ));
+        }
+    }
     if runs.len() != items * repeat {
         return Some(format!(
             "{} runs recorded, {} expected",
@@ -222,6 +235,8 @@ fn variant_stats(
         e.0 += match opts.metric {
             Metric::Wall => r.wall_s,
             Metric::Cpu => r.cpu_s,
+            // Checked present by `measurement_failure` before any statistic.
+            Metric::Reported => r.reported_s.unwrap_or(f64::NAN),
         };
         e.1 += r.cpu_s;
         e.2 = e.2.max(r.max_rss_kb);
@@ -295,7 +310,8 @@ pub fn analyse(
     }
     let mut stats_of: BTreeMap<&str, Result<VariantStats, String>> = BTreeMap::new();
     for v in variants {
-        let s = match measurement_failure(&v.name, out, script_workload, items, repeat) {
+        let s = match measurement_failure(&v.name, out, script_workload, items, repeat, opts.metric)
+        {
             Some(reason) => Err(reason),
             None => variant_stats(&v.name, out, opts).map_err(|e| e.to_string()),
         };

@@ -37,6 +37,10 @@ pub struct Fingerprint {
     pub driver_rss_kb: Option<u64>,
     /// `available`, or `unavailable: <reason>`.
     pub instructions: String,
+    /// The clock of Python workloads' `timeit` (`wall`, or `cpu`: see
+    /// `MeasureOptions::cpu_own_timer`); absent from older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_timer: Option<String>,
 }
 
 impl Fingerprint {
@@ -84,6 +88,11 @@ pub struct RunSample {
     pub timed_out: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<u64>,
+    /// The time the workload printed for itself, seconds: the last
+    /// `Mean: X` line of its output (SWE-fficiency's workloads print the
+    /// mean of their `timeit.repeat` runs so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tail: Option<String>,
 }
@@ -230,7 +239,7 @@ mod tests {
     const OUT: &str = r#"{"cores": 2, "cpu_model": "AMD EPYC", "cpus_allowed": 1, "driver_rss_kb": 14796, "instructions": "unavailable: perf is not installed", "kernel": "Linux 6.1 x86_64", "load_before": [2.5, 1.0, 0.5], "python": "3.11.2", "type": "fingerprint"}
 {"exit_code": 1, "ok": false, "output_tail": "boom", "timed_out": false, "type": "build", "variant": "c", "wall_s": 0.1, "cpu_s": 0.1, "user_s": 0.1, "sys_s": 0.0, "max_rss_kb": 1, "signal": null}
 {"cpu_s": 0.3, "exit_code": 0, "item": "workload", "item_index": 0, "max_rss_kb": 20000, "position": 0, "round": 0, "signal": null, "sys_s": 0.01, "timed_out": false, "type": "warmup", "user_s": 0.29, "variant": "base", "wall_s": 0.31}
-{"cpu_s": 0.25, "exit_code": 0, "item": "workload", "item_index": 0, "max_rss_kb": 20000, "position": 1, "round": 0, "signal": null, "sys_s": 0.01, "timed_out": false, "type": "run", "user_s": 0.24, "variant": "base", "wall_s": 0.26}
+{"cpu_s": 0.25, "exit_code": 0, "item": "workload", "item_index": 0, "max_rss_kb": 20000, "position": 1, "reported_s": 0.0123, "round": 0, "signal": null, "sys_s": 0.01, "timed_out": false, "type": "run", "user_s": 0.24, "variant": "base", "wall_s": 0.26}
 {"load_after": [1.5, 1.0, 0.5], "type": "end"}
 "#;
 
@@ -246,6 +255,8 @@ mod tests {
         assert_eq!(d.runs[0].wall_s, 0.26);
         assert_eq!(d.warmups.len(), 1);
         assert_eq!(d.warmups[0].wall_s, 0.31);
+        assert_eq!(d.runs[0].reported_s, Some(0.0123));
+        assert_eq!(d.warmups[0].reported_s, None);
         assert!(!d.runs[0].aborted());
     }
 

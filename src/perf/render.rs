@@ -159,6 +159,7 @@ pub fn distribution_svg(record: &PerfRecord) -> Result<String, PlotError> {
     let unit = match record.options.metric {
         Metric::Wall => "wall time per round (s)",
         Metric::Cpu => "CPU time per round (s)",
+        Metric::Reported => "workload-reported time per round (s)",
     };
     let mut svg = String::new();
     {
@@ -355,6 +356,7 @@ mod tests {
             load_after: None,
             driver_rss_kb: None,
             instructions: "unavailable: no PMU".into(),
+            own_timer: None,
         };
         let mut runs = Vec::new();
         for (name, t) in [("base", 0.4), ("gold", 0.1), ("cand|1", 0.45)] {
@@ -375,6 +377,7 @@ mod tests {
                     signal: None,
                     timed_out: false,
                     instructions: None,
+                    reported_s: None,
                     output_tail: None,
                 });
             }

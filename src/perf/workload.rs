@@ -209,6 +209,9 @@ fn nonempty_str<'a>(
     match inst.extra.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        // A missing value exported through pandas reads `nan`; SWE-fficiency's
+        // harness treats that text as no workload, and so does this.
+        Some(Value::String(s)) if s.trim() == "nan" => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
         Some(other) => Err(bad(
             inst,
@@ -385,6 +388,9 @@ mod tests {
             w.items[0].argv("/perf/w"),
             ["python3", "/perf/w/workload.py"]
         );
+        // SWE-fficiency's missing workload (`nan`) is no workload.
+        let w = workload_of(&instance(json!({"workload": " nan\n"})), &spec("pytest")).unwrap();
+        assert_eq!(w.source, WorkloadSource::Tests);
         // A shell script keeps its interpreter.
         let w = workload_of(
             &instance(json!({"workload": "#!/bin/bash -e\necho hi\n"})),

@@ -478,7 +478,9 @@ impl<'a> Evaluation<'a> {
             install: crate::script::install_step(&rs.spec, changed),
             test_patch: &inst.test_patch,
             test_changes,
-            directives: self.job.directives.clone(),
+            directives: self.job.directives.clone().or_else(|| {
+                crate::script::covering_directives(&inst.covering_tests, rs.spec.test_directives)
+            }),
             base_time: self.base_time,
         }
         .render()

@@ -166,6 +166,11 @@ fn cache_key(
         h.update(part.as_bytes());
         h.update([0]);
     }
+    // Only when present, so the keys of instances without it stay as they were.
+    if !i.covering_tests.is_empty() {
+        h.update(serde_json::to_string(&i.covering_tests).unwrap_or_default());
+        h.update([0]);
+    }
     hex(&h.finalize())
 }
 

@@ -86,6 +86,18 @@ pub fn directive(path: &str, mode: TestDirectives) -> Option<String> {
     })
 }
 
+/// Runner arguments for an instance's `covering_tests` (SWE-fficiency),
+/// under the spec's rule; None when it names no test file, or when the spec
+/// passes no arguments, so the test patch's files are used as before (an
+/// empty argument list would run the whole suite).
+pub fn covering_directives(tests: &[String], mode: TestDirectives) -> Option<Vec<String>> {
+    if mode == TestDirectives::None {
+        return None;
+    }
+    let dirs: Vec<String> = tests.iter().filter_map(|t| directive(t, mode)).collect();
+    (!dirs.is_empty()).then_some(dirs)
+}
+
 /// Single-quote for bash.
 pub fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -292,6 +304,28 @@ mod tests {
             install_step(&spec("python setup.py install", None), &modified).as_deref(),
             Some("python setup.py install")
         );
+    }
+
+    #[test]
+    fn covering_tests_become_directives_under_the_spec_rule() {
+        let t = vec![
+            "sympy/core/tests/test_mul.py".to_string(),
+            "data/cases.json".to_string(),
+        ];
+        assert_eq!(
+            covering_directives(&t, TestDirectives::Paths),
+            Some(vec!["sympy/core/tests/test_mul.py".to_string()])
+        );
+        assert_eq!(
+            covering_directives(&["tests/a/test_b.py".into()], TestDirectives::Django),
+            Some(vec!["a.test_b".to_string()])
+        );
+        assert_eq!(covering_directives(&[], TestDirectives::Paths), None);
+        assert_eq!(
+            covering_directives(&["data/cases.json".into()], TestDirectives::Paths),
+            None
+        );
+        assert_eq!(covering_directives(&t, TestDirectives::None), None);
     }
 
     #[test]
