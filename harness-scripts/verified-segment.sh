@@ -15,7 +15,11 @@
 #   MIRRORS     --mirror-dir [required]
 #   ROOT        log root: logs, reports, cache, segment logs [required]
 #   RUN_ID      [verified-gold]   PREDICTIONS [gold]   WORKERS [1]
-#   SPECS       extra --specs (e.g. a checkout's images/specs) [none]
+#   SPECS       the spec folder [images/specs]. The run uses a copy in
+#               $ROOT/specs-timed whose test_cmd is timed with bash `time`
+#               (`PATCHGRADE_TEST_SECONDS=` in each test_output.txt: the
+#               test command's own time). test_cmd is in no image's tag, so
+#               the images are those of the specs as they are.
 set -euo pipefail
 name=${1:?segment name}
 ids_file=${2:?file of instance ids, one per line}
@@ -27,8 +31,21 @@ mkdir -p "$ROOT/segments"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 log="$ROOT/segments/$name-$stamp.log"
 mapfile -t ids < <(grep -v '^\s*$' "$ids_file")
-specs=()
-[[ -n "${SPECS:-}" ]] && specs=(--specs "$SPECS")
+rm -rf "$ROOT/specs-timed"
+mkdir -p "$ROOT/specs-timed"
+python3 - "${SPECS:-images/specs}" "$ROOT/specs-timed" <<'PY'
+import os, sys, yaml
+src, out = sys.argv[1:]
+for name in sorted(os.listdir(src)):
+    if not name.endswith(".yaml"):
+        continue
+    spec = yaml.safe_load(open(os.path.join(src, name)))
+    for sec in [spec.get("defaults") or {}] + list((spec.get("versions") or {}).values()):
+        if sec and sec.get("test_cmd"):
+            sec["test_cmd"] = "TIMEFORMAT=PATCHGRADE_TEST_SECONDS=%R; time " + sec["test_cmd"]
+    yaml.safe_dump(spec, open(os.path.join(out, name), "w"), sort_keys=False)
+PY
+specs=(--specs "$ROOT/specs-timed")
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
 set +e
