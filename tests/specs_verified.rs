@@ -147,7 +147,7 @@ fn requests_instances_that_call_httpbin_get_the_local_stand_in() {
         let local = spec
             .eval_commands
             .iter()
-            .any(|c| c.contains("HTTPBIN_URL=http://127.0.0.1"));
+            .any(|c| c.contains("127.0.0.1 httpbin.org"));
         let needs = NEED_HTTPBIN.contains(&inst.instance_id.as_str());
         assert_eq!(local, needs, "{}: local httpbin {local}", inst.instance_id);
         if needs {
@@ -159,7 +159,7 @@ fn requests_instances_that_call_httpbin_get_the_local_stand_in() {
             assert!(
                 spec.eval_commands
                     .iter()
-                    .any(|c| c.contains("httpbin.core")),
+                    .any(|c| c.contains("from httpbin import app")),
                 "{}: the server is never started",
                 inst.instance_id
             );
