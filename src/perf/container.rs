@@ -470,7 +470,8 @@ pub async fn measure(
         ])),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
-        network_disabled: Some(!opts.network),
+        // Network mode "none" isolates; `network_disabled` would also drop
+        // /etc/hosts, and with it `localhost` (as in the eval containers).
         host_config: Some(host),
         ..Default::default()
     };

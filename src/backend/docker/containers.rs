@@ -257,7 +257,10 @@ impl DockerBackend {
             ])),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
-            network_disabled: Some(!rs.spec.network),
+            // No `network_disabled`: network mode "none" already leaves only
+            // loopback, and a disabled network also drops the engine's
+            // /etc/hosts, so `localhost` stops resolving (Django's live
+            // server tests bind to it: django__django-13809).
             host_config: Some(host),
             ..Default::default()
         };

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Figures of a (possibly partial) gold run on SWE-bench Verified (issue 12).
+
+Usage: verified-summary.py DATASET RUN_DIR [SEGMENTS_TSV]
+
+RUN_DIR is <log_dir>/<run_id>; every <model>/<instance>/patchgrade.json in
+it is read. Prints Markdown: a per-repository table (instances of the
+dataset, run, resolved, each other outcome, summed eval / env / tests
+seconds from the records' timings, and the summed test-command time, the
+`PATCHGRADE_TEST_SECONDS=` line that harness-scripts/verified-segment.sh's
+timed specs print), then every instance that did not resolve with its
+outcome, the failing tests and the record's detail, then the segments.
+"""
+import glob
+import json
+import os
+import re
+import sys
+from collections import Counter, defaultdict
+
+
+def main():
+    dataset, run_dir = sys.argv[1], sys.argv[2]
+    segments = sys.argv[3] if len(sys.argv) > 3 else None
+    repo_of, n_of = {}, Counter()
+    for line in open(dataset):
+        if line.strip():
+            d = json.loads(line)
+            repo_of[d["instance_id"]] = d["repo"]
+            n_of[d["repo"]] += 1
+    sums = defaultdict(lambda: defaultdict(float))
+    outcomes = defaultdict(Counter)
+    bad = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "*", "*", "patchgrade.json"))):
+        rec = json.load(open(path))
+        iid = rec["instance_id"]
+        repo = repo_of.get(iid, iid.rsplit("-", 1)[0].replace("__", "/"))
+        t = rec.get("timings") or {}
+        s = sums[repo]
+        s["run"] += 1
+        for k in ("total", "env", "tests"):
+            s[k] += t.get(k) or 0
+        out_path = os.path.join(os.path.dirname(path), "test_output.txt")
+        if os.path.exists(out_path):
+            m = re.search(r"^PATCHGRADE_TEST_SECONDS=([0-9.]+)", open(out_path, errors="replace").read(), re.M)
+            if m:
+                s["own"] += float(m.group(1))
+                s["timed"] += 1
+        outcomes[repo][rec["outcome"]] += 1
+        if rec["outcome"] != "resolved":
+            g = rec.get("grade") or {}
+            failed = (g.get("fail_to_pass") or {}).get("failure", []) + (g.get("pass_to_pass") or {}).get("failure", [])
+            bad.append((iid, rec["outcome"], failed, (rec.get("detail") or "").replace("\n", " ")[:300]))
+    total = defaultdict(float)
+    all_out = Counter()
+    print("| repo | instances | run | resolved | other outcomes | eval (s) | env/image (s) | tests (s) | test commands' own time (s) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for repo in sorted(n_of):
+        s, o = sums.get(repo, {}), outcomes.get(repo, Counter())
+        other = ", ".join(f"{v} {k}" for k, v in sorted(o.items()) if k != "resolved") or "-"
+        print(f"| {repo} | {n_of[repo]} | {int(s.get('run', 0))} | {o.get('resolved', 0)} | {other} | "
+              f"{s.get('total', 0):.0f} | {s.get('env', 0):.0f} | {s.get('tests', 0):.0f} | {s.get('own', 0):.0f} |")
+        for k in ("run", "total", "env", "tests", "own"):
+            total[k] += s.get(k, 0)
+        all_out.update(o)
+    other = ", ".join(f"{v} {k}" for k, v in sorted(all_out.items()) if k != "resolved") or "-"
+    print(f"| **all** | {sum(n_of.values())} | {int(total['run'])} | {all_out.get('resolved', 0)} | {other} | "
+          f"{total['total']:.0f} | {total['env']:.0f} | {total['tests']:.0f} | {total['own']:.0f} |")
+    print()
+    print("Not resolved:")
+    print()
+    for iid, out, failed, detail in bad:
+        shown = ", ".join(failed[:4]) + (f" (+{len(failed) - 4})" if len(failed) > 4 else "")
+        print(f"- {iid}: {out}; failing: {shown or '-'}; {detail}")
+    if segments and os.path.exists(segments):
+        print()
+        print("| segment | start | end | wall (s) | peak RSS (MiB) | exit | instances | load start | load end | free disk |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for line in open(segments):
+            f = line.rstrip("\n").split("\t")
+            if len(f) >= 10:
+                rss = f"{int(f[4]) / 1024:.1f}" if f[4].isdigit() else f[4]
+                free = f"{int(f[9].rstrip('K')) / 1048576:.1f} GiB" if f[9].rstrip("K").isdigit() else f[9]
+                print(f"| {f[0]} | {f[1]} | {f[2]} | {f[3]} | {rss} | {f[5]} | {f[6]} | {f[7]} | {f[8]} | {free} |")
+
+
+if __name__ == "__main__":
+    main()
