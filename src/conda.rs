@@ -176,7 +176,7 @@ pub fn translate(
                     continue;
                 }
                 if let Some((_, debs)) = SYSTEM_LIBRARIES.iter().find(|(c, _)| *c == name) {
-                    for d in *debs {
+                    for d in debs.iter() {
                         if !t.apt_packages.iter().any(|a| a == d) {
                             t.apt_packages.push(d.to_string());
                         }
@@ -186,7 +186,7 @@ pub fn translate(
                 let pypi = PYPI_NAMES
                     .iter()
                     .find(|(c, _)| *c == name)
-                    .map_or(name.as_str(), |(_, p)| p);
+                    .map_or(name.as_str(), |(_, p)| *p);
                 let constraint =
                     pip_constraint(version).map_err(|reason| CondaError::Unsupported {
                         path: path.to_string(),

@@ -200,7 +200,10 @@ impl Spec {
             }
             let parts: Vec<&str> = src.repo.split('/').collect();
             if parts.len() != 2 || !parts.iter().all(|p| plain(p)) {
-                return Err(format!("source {name}: repo {:?} is not owner/name", src.repo));
+                return Err(format!(
+                    "source {name}: repo {:?} is not owner/name",
+                    src.repo
+                ));
             }
             if src.commit.len() != 40 || !src.commit.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(format!(
@@ -212,7 +215,9 @@ impl Spec {
         for (path, repo) in &self.submodules {
             if path.is_empty()
                 || path.starts_with('/')
-                || path.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+                || path
+                    .split('/')
+                    .any(|c| c.is_empty() || c == "." || c == "..")
             {
                 return Err(format!("submodule path {path:?} is not a relative path"));
             }
@@ -505,7 +510,12 @@ mod tests {
         // The hash of a spec without the new keys is what it was before
         // they existed (the JSON it is taken of has no trace of them).
         let json = serde_json::to_string(&a.lookup("o/r", "1").unwrap().spec).unwrap();
-        assert!(!json.contains("environment_yml") && !json.contains("conda_skip") && !json.contains("sources"), "{json}");
+        assert!(
+            !json.contains("environment_yml")
+                && !json.contains("conda_skip")
+                && !json.contains("sources"),
+            "{json}"
+        );
         let b = set(&format!("{plain}    environment_yml: environment.yml\n")).unwrap();
         let spec = &b.lookup("o/r", "1").unwrap().spec;
         assert_ne!(spec.hash(), h);
@@ -523,10 +533,22 @@ mod tests {
         let spec = &ok.lookup("o/r", "1").unwrap().spec;
         assert_eq!(spec.sources["ft"].repo, "freetype/freetype");
         for (bad, says) in [
-            ("      ft: {repo: freetype/freetype, commit: VER-2-6-1}\n", "40-digit"),
-            ("      ft: {repo: freetype, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62}\n", "owner/name"),
-            ("      \"../x\": {repo: a/b, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62}\n", "plain folder"),
-            ("      ft: {repo: a/b, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62, tag: x}\n", "tag"),
+            (
+                "      ft: {repo: freetype/freetype, commit: VER-2-6-1}\n",
+                "40-digit",
+            ),
+            (
+                "      ft: {repo: freetype, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62}\n",
+                "owner/name",
+            ),
+            (
+                "      \"../x\": {repo: a/b, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62}\n",
+                "plain folder",
+            ),
+            (
+                "      ft: {repo: a/b, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62, tag: x}\n",
+                "tag",
+            ),
         ] {
             let e = with(bad).unwrap_err().to_string();
             assert!(e.contains(says) && e.contains("\"1\""), "{bad}: {e}");

@@ -109,8 +109,22 @@ fn a_conda_environment_file_and_a_source_tree_build_the_env() {
             .expect("git");
         assert!(out.status.success(), "git {args:?}: {out:?}");
     };
-    git(&["update-index", "--add", "--cacheinfo", &format!("160000,{recorded},helpers")]);
-    git(&["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "submodule"]);
+    git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("160000,{recorded},helpers"),
+    ]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.invalid",
+        "commit",
+        "-q",
+        "-m",
+        "submodule",
+    ]);
     let base = w.repo.head();
     let vendored = FixtureRepo::new(&w.sb, "acme/vendored");
     let source = vendored.commit(&[("data.txt", Some("vendored 1.0\n".as_bytes()))], "v1.0");
@@ -131,6 +145,7 @@ versions:
     pre_install:
       - cp /opt/patchgrade/sources/vendored-1.0/data.txt /testbed/widgets/vendored.txt
     test_cmd: python3 -m unittest -v
+    test_directives: none
     log_parser: unittest
 "#
         ),
@@ -180,9 +195,7 @@ versions:
         .next()
         .expect("environment.txt beside the env build log");
     assert!(
-        envtxt.starts_with(&format!(
-            "# translated from ci/environment.yml at {base}"
-        )),
+        envtxt.starts_with(&format!("# translated from ci/environment.yml at {base}")),
         "{envtxt}"
     );
     let lines: Vec<&str> = envtxt.lines().filter(|l| !l.starts_with('#')).collect();
@@ -223,7 +236,10 @@ versions:
         "none",
     ]);
     let rec = w.sb.record("conda-missing", "gold", "acme__widgets-1");
-    assert_eq!(rec["outcome"], "environment_build_failed", "{rec:#} {out:?}");
+    assert_eq!(
+        rec["outcome"], "environment_build_failed",
+        "{rec:#} {out:?}"
+    );
     let reason = rec.to_string();
     assert!(
         reason.contains("source vendored-1.0") && reason.contains("acme__vendored"),

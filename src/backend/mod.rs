@@ -100,8 +100,8 @@ pub struct Workspace {
 }
 
 pub use docker::{DockerBackend, DockerEnv};
-pub use setup_files::{environment_for, filter_requirements, read_requirements, EnvFile};
 pub use local::{LocalBackend, LocalEnv};
+pub use setup_files::{environment_for, filter_requirements, read_requirements, EnvFile};
 pub use swarm::{SwarmBackend, SwarmEnv};
 
 /// The backends patchgrade can run on.

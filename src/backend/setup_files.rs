@@ -178,12 +178,18 @@ mod tests {
             src.commit(None, &sig, &sig, "m", &tree, parents).unwrap()
         };
         let setup = commit(
-            &[("environment.yml", "dependencies:\n  - python=3.10\n  - hdf5\n  - pytest\n  - numpy\n")],
+            &[(
+                "environment.yml",
+                "dependencies:\n  - python=3.10\n  - hdf5\n  - pytest\n  - numpy\n",
+            )],
             &[],
         );
         let setup_c = src.find_commit(setup).unwrap();
         // The base commit's file differs: the setup commit's is the one read.
-        let base = commit(&[("environment.yml", "dependencies: [nose]\n")], &[&setup_c]);
+        let base = commit(
+            &[("environment.yml", "dependencies: [nose]\n")],
+            &[&setup_c],
+        );
         src.reference("refs/heads/main", base, true, "m").unwrap();
         let repos = RepoCache::new(RepoSources {
             cache: d.path().join("cache"),
@@ -217,8 +223,13 @@ mod tests {
             environment_yml: Some("ci/env.yml".into()),
             ..spec
         };
-        let e = environment_for(&repos, &inst, &missing).unwrap_err().to_string();
-        assert!(e.contains("ci/env.yml") && e.contains(&setup.to_string()), "{e}");
+        let e = environment_for(&repos, &inst, &missing)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("ci/env.yml") && e.contains(&setup.to_string()),
+            "{e}"
+        );
     }
 
     #[test]

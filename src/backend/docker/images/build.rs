@@ -11,9 +11,7 @@ use bollard::body_full;
 use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuilder};
 use futures_util::StreamExt;
 
-use super::plans::{
-    base_plan, env_plan, instance_plan, EnvInputs, ImagePlan, Root, TreeSource,
-};
+use super::plans::{base_plan, env_plan, instance_plan, EnvInputs, ImagePlan, Root, TreeSource};
 use super::python::{python_image_name, python_plan};
 use super::{bootstrap_image, namespace_image, Suite, Tier, BOOTSTRAP_SCRIPT};
 use crate::backend::docker::{

@@ -416,14 +416,34 @@ mod tests {
         let s2 = spec(
             "python: '3.11'\npip_packages: [pytest==8.0]\ntest_cmd: pytest\nlog_parser: pytest\n",
         );
-        let e1 = env_plan(Suite::Bookworm, Some(&py), &a.name, &s1, &EnvInputs::default());
+        let e1 = env_plan(
+            Suite::Bookworm,
+            Some(&py),
+            &a.name,
+            &s1,
+            &EnvInputs::default(),
+        );
         assert_eq!(
             e1.name,
-            env_plan(Suite::Bookworm, Some(&py), &a.name, &s1, &EnvInputs::default()).name
+            env_plan(
+                Suite::Bookworm,
+                Some(&py),
+                &a.name,
+                &s1,
+                &EnvInputs::default()
+            )
+            .name
         );
         assert_ne!(
             e1.name,
-            env_plan(Suite::Bookworm, Some(&py), &a.name, &s2, &EnvInputs::default()).name
+            env_plan(
+                Suite::Bookworm,
+                Some(&py),
+                &a.name,
+                &s2,
+                &EnvInputs::default()
+            )
+            .name
         );
         assert_ne!(
             e1.name,
@@ -436,7 +456,14 @@ mod tests {
         );
         assert_eq!(
             e1.name,
-            env_plan(Suite::Bookworm, Some(&py), &a.name, &s3, &EnvInputs::default()).name
+            env_plan(
+                Suite::Bookworm,
+                Some(&py),
+                &a.name,
+                &s3,
+                &EnvInputs::default()
+            )
+            .name
         );
         // Without an environment file or sources the tag is what it was
         // before they existed: the Dockerfile and the context files.
@@ -459,7 +486,13 @@ mod tests {
         };
         let s = spec("python: '3.5'\npip_packages: [six]\ntest_cmd: t\nlog_parser: pytest\n");
         let copied = resolve("3.5", &search).unwrap();
-        let plan = env_plan(Suite::Bookworm, Some(&copied), "py:1", &s, &EnvInputs::default());
+        let plan = env_plan(
+            Suite::Bookworm,
+            Some(&copied),
+            "py:1",
+            &s,
+            &EnvInputs::default(),
+        );
         assert!(
             plan.name
                 .starts_with(&format!("patchgrade.env.py3.6.{}.bookworm:", arch())),
@@ -497,7 +530,13 @@ mod tests {
         assert!(script.contains("pip install 'six'"), "{script}");
         // The suite's python3: the same script through /usr/bin/python3.11.
         let suite = resolve("3.11", &search).unwrap();
-        let plan = env_plan(Suite::Bookworm, Some(&suite), "py:2", &s, &EnvInputs::default());
+        let plan = env_plan(
+            Suite::Bookworm,
+            Some(&suite),
+            "py:2",
+            &s,
+            &EnvInputs::default(),
+        );
         let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
         assert!(
             script.contains("sysdir=$('/usr/bin/python3.11' -c"),
@@ -505,7 +544,13 @@ mod tests {
         );
         // Without Python: no venv lines at all, on the base.
         let none = spec("test_cmd: t\nlog_parser: pytest\n");
-        let plan = env_plan(Suite::Bookworm, None, "base:1", &none, &EnvInputs::default());
+        let plan = env_plan(
+            Suite::Bookworm,
+            None,
+            "base:1",
+            &none,
+            &EnvInputs::default(),
+        );
         let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
         assert!(!script.contains(VENV), "{script}");
         assert!(plan.name.starts_with("patchgrade.env.py."), "{}", plan.name);
@@ -546,7 +591,9 @@ mod tests {
         let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
         // The spec's apt packages, then the translation's not yet named.
         assert!(
-            script.contains("--no-install-recommends 'wget' 'libhdf5-dev' 'libgtk-4-1' 'gir1.2-gtk-4.0'\n"),
+            script.contains(
+                "--no-install-recommends 'wget' 'libhdf5-dev' 'libgtk-4-1' 'gir1.2-gtk-4.0'\n"
+            ),
             "{script}"
         );
         // One resolve: the environment file with the pins.
@@ -561,7 +608,11 @@ mod tests {
             script.contains(&format!("mv /root/patchgrade-env/sources {SOURCES_DIR}\n")),
             "{script}"
         );
-        let envtxt = plan.files.iter().find(|f| f.path == "environment.txt").unwrap();
+        let envtxt = plan
+            .files
+            .iter()
+            .find(|f| f.path == "environment.txt")
+            .unwrap();
         let envtxt = String::from_utf8_lossy(&envtxt.data);
         assert!(envtxt.ends_with("\npytest\n"), "{envtxt}");
         let bytes = plan.context_tar().unwrap();
