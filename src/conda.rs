@@ -167,33 +167,13 @@ pub fn translate(
     for dep in deps {
         match dep {
             Value::String(spec) => {
-                let (name, version) = split_conda(spec);
-                let name = normalise(name);
+                let name = normalise(split_conda(spec).0);
                 if name.is_empty() {
                     return Err(invalid(format!("dependency {spec:?} has no name")));
                 }
-                if !keep(&mut t, &name, true) {
-                    continue;
+                if keep(&mut t, &name, true) {
+                    add_conda(&mut t, path, spec)?;
                 }
-                if let Some((_, debs)) = SYSTEM_LIBRARIES.iter().find(|(c, _)| *c == name) {
-                    for d in debs.iter() {
-                        if !t.apt_packages.iter().any(|a| a == d) {
-                            t.apt_packages.push(d.to_string());
-                        }
-                    }
-                    continue;
-                }
-                let pypi = PYPI_NAMES
-                    .iter()
-                    .find(|(c, _)| *c == name)
-                    .map_or(name.as_str(), |(_, p)| *p);
-                let constraint =
-                    pip_constraint(version).map_err(|reason| CondaError::Unsupported {
-                        path: path.to_string(),
-                        spec: spec.clone(),
-                        reason,
-                    })?;
-                t.requirements.push(format!("{pypi}{constraint}"));
             }
             Value::Mapping(m) => {
                 for (k, v) in m {
@@ -215,6 +195,56 @@ pub fn translate(
             }
             other => return Err(invalid(format!("dependency {other:?} is not a string"))),
         }
+    }
+    Ok(t)
+}
+
+/// Rules 4 and 5 for one conda match spec.
+fn add_conda(t: &mut Translation, path: &str, spec: &str) -> Result<(), CondaError> {
+    let (name, version) = split_conda(spec);
+    let name = normalise(name);
+    if let Some((_, debs)) = SYSTEM_LIBRARIES.iter().find(|(c, _)| *c == name) {
+        for d in debs.iter() {
+            if !t.apt_packages.iter().any(|a| a == d) {
+                t.apt_packages.push(d.to_string());
+            }
+        }
+        return Ok(());
+    }
+    let pypi = PYPI_NAMES
+        .iter()
+        .find(|(c, _)| *c == name)
+        .map_or(name.as_str(), |(_, p)| *p);
+    let constraint = pip_constraint(version).map_err(|reason| CondaError::Unsupported {
+        path: path.to_string(),
+        spec: spec.to_string(),
+        reason,
+    })?;
+    t.requirements.push(format!("{pypi}{constraint}"));
+    Ok(())
+}
+
+/// The reference's conda `packages` string of a spec (`conda create ...
+/// python=X <packages>`), given as a list: rules 1, 4 and 5. conda installs
+/// them before pip runs, so the env installs them in a pip step of their
+/// own, first (astropy 1.3's `setuptools==38.2.4` must be there before the
+/// pins are built: MarkupSafe 1.0's setup.py needs its `Feature`).
+pub fn translate_packages(specs: &[String]) -> Result<Translation, CondaError> {
+    let mut t = Translation::default();
+    for spec in specs {
+        let name = normalise(split_conda(spec).0);
+        if name.is_empty() {
+            return Err(CondaError::Invalid {
+                path: "conda_packages".into(),
+                reason: format!("{spec:?} has no name"),
+            });
+        }
+        if matches!(name.as_str(), "python" | "pip") {
+            t.dropped
+                .push(format!("{name}: provided by the python image"));
+            continue;
+        }
+        add_conda(&mut t, "conda_packages", spec)?;
     }
     Ok(t)
 }
@@ -379,6 +409,22 @@ dependencies:
         .unwrap();
         assert_eq!(t.apt_packages, s(&["libhdf5-dev", "build-essential"]));
         assert_eq!(t.requirements, s(&["h5py", "numpy<1.24"]));
+    }
+
+    #[test]
+    fn a_conda_package_string_by_the_same_rules() {
+        let t = translate_packages(&s(&[
+            "setuptools==38.2.4",
+            "python=3.6",
+            "numpy=1.16",
+            "hdf5",
+        ]))
+        .unwrap();
+        assert_eq!(t.requirements, s(&["setuptools==38.2.4", "numpy==1.16.*"]));
+        assert_eq!(t.apt_packages, s(&["libhdf5-dev"]));
+        assert_eq!(t.dropped, s(&["python: provided by the python image"]));
+        let e = translate_packages(&s(&["x 1|2"])).unwrap_err().to_string();
+        assert!(e.contains("conda_packages") && e.contains('|'), "{e}");
     }
 
     #[test]

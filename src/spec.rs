@@ -92,6 +92,12 @@ pub struct Spec {
     /// ([`crate::conda`]) and installed in one resolve with `pip_packages`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment_yml: Option<String>,
+    /// The reference's conda `packages` string, as a list of conda match
+    /// specs: translated like an environment file's entries and installed
+    /// in a pip step of their own before everything else, as conda installs
+    /// them before pip runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conda_packages: Vec<String>,
     /// conda packages of `environment_yml` left out (the spec says why).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conda_skip: Vec<String>,
@@ -182,6 +188,7 @@ impl Spec {
         !self.pip_packages.is_empty()
             || self.requirements.is_some()
             || self.environment_yml.is_some()
+            || !self.conda_packages.is_empty()
             || self.install.is_some()
     }
 
@@ -212,6 +219,7 @@ impl Spec {
                 ));
             }
         }
+        crate::conda::translate_packages(&self.conda_packages).map_err(|e| e.to_string())?;
         for (path, repo) in &self.submodules {
             if path.is_empty()
                 || path.starts_with('/')

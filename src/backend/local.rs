@@ -135,6 +135,14 @@ impl LocalBackend {
             Some(path) => Some(super::read_requirements(&self.repos, inst, path)?),
             None => None,
         };
+        let packages = crate::conda::translate_packages(&spec.conda_packages)
+            .map_err(|e| EnvError::Other(e.to_string()))?;
+        if !packages.apt_packages.is_empty() {
+            return Err(EnvError::Unsupported(format!(
+                "the local backend cannot install the Debian packages conda_packages translates to ({}); use --backend docker",
+                packages.apt_packages.join(" ")
+            )));
+        }
         let environment = super::environment_for(&self.repos, inst, spec)?;
         if let Some(e) = &environment {
             if !e.translation.apt_packages.is_empty() {
@@ -191,6 +199,11 @@ impl LocalBackend {
         // installs of pyproject-only projects.
         // (<25.1: see the Docker env; the legacy editable fallback.)
         steps.push(pip(&["pip>=21.3,<25.1"]));
+        if !packages.requirements.is_empty() {
+            // conda's packages first, in a step of their own.
+            let first: Vec<&str> = packages.requirements.iter().map(String::as_str).collect();
+            steps.push(pip(&first));
+        }
         if let Some(text) = &requirements {
             let req_file = dir.with_extension("requirements.txt");
             std::fs::write(&req_file, super::filter_requirements(text))

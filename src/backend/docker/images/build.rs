@@ -169,6 +169,8 @@ impl DockerBackend {
     async fn env_inputs(&self, spec: &Spec, inst: &Instance) -> Result<EnvInputs, EnvError> {
         let (repos, inst, spec) = (self.repos.clone(), inst.clone(), spec.clone());
         tokio::task::spawn_blocking(move || {
+            let packages = crate::conda::translate_packages(&spec.conda_packages)
+                .map_err(|e| EnvError::Other(e.to_string()))?;
             let requirements = match &spec.requirements {
                 Some(path) => Some(crate::backend::filter_requirements(
                     &crate::backend::read_requirements(&repos, &inst, path)?,
@@ -197,6 +199,7 @@ impl DockerBackend {
                 sources.push((name.clone(), TreeSource { repo: mirror, tree }));
             }
             Ok(EnvInputs {
+                packages,
                 requirements,
                 environment,
                 sources,

@@ -163,6 +163,8 @@ pub fn base_plan(suite: Suite, root: &Root, ca: Option<&[u8]>) -> ImagePlan {
 /// conda environment file and the spec's source trees.
 #[derive(Debug, Clone, Default)]
 pub struct EnvInputs {
+    /// The spec's `conda_packages`, translated.
+    pub packages: crate::conda::Translation,
     pub requirements: Option<String>,
     pub environment: Option<crate::backend::EnvFile>,
     /// `(name, tree)` per spec source, put at `SOURCES_DIR/<name>`.
@@ -195,11 +197,12 @@ pub fn setup_env_script(
         ));
     }
     let mut apt: Vec<&String> = spec.apt_packages.iter().collect();
-    for p in inputs
-        .environment
-        .iter()
-        .flat_map(|e| &e.translation.apt_packages)
-    {
+    for p in inputs.packages.apt_packages.iter().chain(
+        inputs
+            .environment
+            .iter()
+            .flat_map(|e| &e.translation.apt_packages),
+    ) {
         if !apt.contains(&p) {
             apt.push(p);
         }
@@ -213,6 +216,16 @@ pub fn setup_env_script(
     }
     if let Some(p) = python {
         s.push_str(&format!("source {VENV}/bin/activate\n"));
+        if !inputs.packages.requirements.is_empty() {
+            // conda's packages come first, in a step of their own.
+            let first: Vec<String> = inputs
+                .packages
+                .requirements
+                .iter()
+                .map(|p| quote(p))
+                .collect();
+            s.push_str(&format!("python -m pip install {}\n", first.join(" ")));
+        }
         if inputs.requirements.is_some() {
             s.push_str("python -m pip install -r /root/patchgrade-env/requirements.txt\n");
         }
@@ -574,6 +587,7 @@ mod tests {
         )
         .unwrap();
         let inputs = EnvInputs {
+            packages: crate::conda::translate_packages(&["setuptools==38.2.4".into()]).unwrap(),
             requirements: None,
             environment: Some(crate::backend::EnvFile {
                 source: "environment.yml at c0ffee".into(),
@@ -604,6 +618,11 @@ mod tests {
             "{script}"
         );
         assert!(!script.contains("pip install 'numpy"), "{script}");
+        // conda's packages first, on their own.
+        let first = script
+            .find("python -m pip install 'setuptools==38.2.4'\n")
+            .expect(&script);
+        assert!(first < script.find("environment.txt").unwrap(), "{script}");
         assert!(
             script.contains(&format!("mv /root/patchgrade-env/sources {SOURCES_DIR}\n")),
             "{script}"
