@@ -5,6 +5,7 @@
 #
 #   harness-scripts/bench-swarm.sh [N]     (default N=8; needs root, dockerd,
 #                                          nsenter, ip, docker-registry)
+#   BENCH_KEEP=1 keeps the work folder (run folders, each run's stderr).
 #
 # The swarm is a one-node swarm of a private dockerd in a network namespace
 # made here (own socket, data-root, exec-root; the machine's engine never
@@ -43,7 +44,7 @@ cleanup() {
     fi
     ip netns del "$ns" 2>/dev/null || true
     grep -o " $work[^ ]*" /proc/self/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
-    rm -rf "$work"
+    if [ -n "${BENCH_KEEP:-}" ]; then echo "bench-swarm: keeping $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 cd "$work"

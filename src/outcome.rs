@@ -7,6 +7,7 @@ use crate::audit::{Audit, Verdict};
 use crate::grade::{Grade, Ungradable};
 use crate::parse::StatusMap;
 use crate::patch::ApplyStrategy;
+use crate::script::dataset::ScriptUsed;
 
 /// What happened to one candidate. Environment and infrastructure failures
 /// are kept apart from the candidate's own failures: they say nothing about
@@ -117,6 +118,10 @@ pub struct EvalRecord {
     pub cache_key: String,
     pub patch_sha256: Option<String>,
     pub spec_hash: Option<String>,
+    /// Set when the tests ran the instance's own `eval_script`
+    /// (`--eval-script dataset`); absent: the spec's script.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_script: Option<ScriptUsed>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apply_strategy: Option<ApplyStrategy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,6 +163,7 @@ impl EvalRecord {
             cache_key: String::new(),
             patch_sha256: None,
             spec_hash: None,
+            eval_script: None,
             apply_strategy: None,
             grade: None,
             ungradable: None,

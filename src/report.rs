@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::audit::ReasonKind;
 use crate::dataset::{Dataset, Prediction};
 use crate::outcome::{EvalRecord, Outcome};
-use crate::runner::jobs::RecordKey;
+use crate::runner::jobs::Records;
 use crate::table::{render, Layout};
 
 /// What a run was, for its summaries.
@@ -35,7 +35,7 @@ pub struct ModelSummary {
 pub fn model_summaries(
     dataset: &Dataset,
     preds: &[&Prediction],
-    records: &BTreeMap<RecordKey, EvalRecord>,
+    records: &Records,
     run: &RunInfo,
 ) -> Vec<ModelSummary> {
     let mut models: Vec<&str> = Vec::new();
@@ -55,7 +55,7 @@ pub fn model_summaries(
             let mut recs: BTreeMap<String, EvalRecord> = BTreeMap::new();
             for ((m, id, _), r) in records {
                 if m == model {
-                    recs.entry(id.clone()).or_insert_with(|| r.clone());
+                    recs.entry(id.clone()).or_insert_with(|| (**r).clone());
                 }
             }
             let extra = SummaryExtra {

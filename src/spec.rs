@@ -165,22 +165,31 @@ impl Spec {
             return (!explicit.trim().is_empty()).then(|| explicit.clone());
         }
         let install = self.install.as_deref()?.trim();
-        let words: Vec<&str> = install.split_whitespace().collect();
-        if words
-            .iter()
-            .any(|w| *w == "-e" || *w == "--editable" || w.starts_with("--editable="))
-        {
+        if editable(install) {
             return None;
         }
-        if words.windows(2).any(|w| w == ["pip", "install"])
-            && !install.contains("&&")
-            && !install.contains(';')
-        {
+        if self.derived_reinstall() {
             return Some(format!(
                 "{install} --no-deps --no-build-isolation --no-index"
             ));
         }
         Some(install.to_string())
+    }
+
+    /// Whether the eval's install step is the derived offline reinstall of a
+    /// single non-editable `pip install` (no explicit `eval_install`): the
+    /// one case where copying the changed files can stand in for it (see
+    /// `script::install_step`).
+    pub fn derived_reinstall(&self) -> bool {
+        let Some(install) = self.install.as_deref().map(str::trim) else {
+            return false;
+        };
+        let words: Vec<&str> = install.split_whitespace().collect();
+        self.eval_install.is_none()
+            && !editable(install)
+            && words.windows(2).any(|w| w == ["pip", "install"])
+            && !install.contains("&&")
+            && !install.contains(';')
     }
 
     /// Whether the env needs more than the interpreter itself.
@@ -236,6 +245,12 @@ impl Spec {
         }
         Ok(())
     }
+}
+
+fn editable(install: &str) -> bool {
+    install
+        .split_whitespace()
+        .any(|w| w == "-e" || w == "--editable" || w.starts_with("--editable="))
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -476,11 +491,7 @@ mod tests {
 
     #[test]
     fn eval_install_skips_editable_and_reinstalls_others_offline() {
-        let spec = |install: &str, explicit: Option<&str>| Spec {
-            install: Some(install.into()),
-            eval_install: explicit.map(String::from),
-            ..serde_json::from_str::<Spec>(r#"{"test_cmd":"t","log_parser":"pytest"}"#).unwrap()
-        };
+        let spec = crate::test_support::spec_installing;
         assert_eq!(
             spec("python -m pip install -e .", None).eval_install(),
             None

@@ -1,8 +1,9 @@
-//! Helpers of the unit tests: a spec set for a pytest repository `o/r`.
+//! Helpers of the unit tests: a spec set for a pytest repository `o/r`,
+//! specs with a given install, test logs.
 
 use std::path::Path;
 
-use crate::spec::SpecSet;
+use crate::spec::{Spec, SpecSet};
 
 /// The built-in-free spec set with one spec: repository `o/r`, any
 /// version, `pytest -rA`, the pytest log parser (written into `dir`).
@@ -21,4 +22,13 @@ pub(crate) fn pytest_specs(dir: &Path) -> SpecSet {
 /// The test log of an eval script: `body` between the markers.
 pub(crate) fn test_log(body: &str) -> String {
     format!("+ : '>>>>> Start Test Output'\n{body}\n+ : '>>>>> End Test Output'\n")
+}
+
+/// A pytest spec with `install` and, if given, an explicit `eval_install`.
+pub(crate) fn spec_installing(install: &str, eval_install: Option<&str>) -> Spec {
+    Spec {
+        install: Some(install.into()),
+        eval_install: eval_install.map(String::from),
+        ..serde_json::from_str::<Spec>(r#"{"test_cmd":"t","log_parser":"pytest"}"#).unwrap()
+    }
 }

@@ -437,6 +437,21 @@ fn local_venv_tests_the_candidate_code_editable_or_not() {
         )],
         false,
     );
+    // Gold again, by way of a new module: a file list that changes, which
+    // only a reinstall with pip gets right.
+    let gold_new_file = repo.diff_of(
+        &[
+            (
+                "pyproj/__init__.py",
+                Some(b"from pyproj.sq import area  # noqa: F401\n"),
+            ),
+            (
+                "pyproj/sq.py",
+                Some(b"def area(side):\n    return side * side\n"),
+            ),
+        ],
+        false,
+    );
     let new_tests = format!("{tests}\n\ndef test_three():\n    assert area(3) == 9\n");
     let test_patch = repo.diff_of(&[("tests/test_area.py", Some(new_tests.as_bytes()))], false);
     let f2p = ["tests/test_area.py::test_three"];
@@ -461,6 +476,15 @@ fn local_venv_tests_the_candidate_code_editable_or_not() {
                 &f2p,
                 &[],
             ),
+            instance(
+                "acme__pyproj-3",
+                "acme/pyproj",
+                &base,
+                &gold,
+                &test_patch,
+                &f2p,
+                &[],
+            ),
         ]),
     );
     for (mode, install) in [
@@ -476,6 +500,7 @@ fn local_venv_tests_the_candidate_code_editable_or_not() {
             &jsonl(&[
                 prediction("acme__pyproj-1", "m", Some(&gold)),
                 prediction("acme__pyproj-2", "m", Some(&wrong)),
+                prediction("acme__pyproj-3", "m", Some(&gold_new_file)),
             ]),
         );
         let specs = format!("specs-{mode}");
@@ -504,6 +529,41 @@ fn local_venv_tests_the_candidate_code_editable_or_not() {
             sb.outcome(mode, "m", "acme__pyproj-2"),
             "unresolved",
             "{mode}"
+        );
+        assert_eq!(
+            sb.outcome(mode, "m", "acme__pyproj-3"),
+            "resolved",
+            "{mode}"
+        );
+        // The tests import the installed copy (tests/ has no __init__.py):
+        // the copy of a modified file stands in for the reinstall, which a
+        // new file forces.
+        let log = |id: &str| {
+            std::fs::read_to_string(
+                sb.path()
+                    .join("logs/run_evaluation")
+                    .join(mode)
+                    .join("m")
+                    .join(id)
+                    .join("test_output.txt"),
+            )
+            .unwrap()
+        };
+        for id in ["acme__pyproj-1", "acme__pyproj-2"] {
+            assert_eq!(
+                log(id).contains("patchgrade: copied 1 changed file(s) into the install"),
+                mode == "copy",
+                "{mode} {id}: {}",
+                log(id)
+            );
+        }
+        assert_eq!(
+            log("acme__pyproj-3").contains(
+                "patchgrade: reinstalling with pip, the candidate adds, deletes or renames files"
+            ),
+            mode == "copy",
+            "{mode}: {}",
+            log("acme__pyproj-3")
         );
         let script = std::fs::read_to_string(
             sb.path()

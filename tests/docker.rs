@@ -612,3 +612,57 @@ fn docker_namespace_images_from_a_local_registry() {
         ""
     );
 }
+
+/// A partial mirror (snapshots leave out large files): the instance image's
+/// build context cannot be made, so the evaluation is not graded, the
+/// missing file is named, and no image is left under the instance image's
+/// name for a later run to take as whole.
+#[test]
+fn docker_a_partial_mirror_names_the_missing_file_and_leaves_no_image() {
+    if !docker_ready("docker_a_partial_mirror_names_the_missing_file_and_leaves_no_image") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    let data = format!("data only the base tree holds, {pid}\n");
+    let w = Widgets::new(UNITTEST_SPEC, &[("data/blob.txt", data.as_bytes())]);
+    let blob = w.repo.repo.blob(data.as_bytes()).unwrap().to_string();
+    let loose = w
+        .repo
+        .repo
+        .path()
+        .join("objects")
+        .join(&blob[..2])
+        .join(&blob[2..]);
+    std::fs::remove_file(&loose).unwrap();
+    let id = format!("acme__widgets-partial{pid}");
+    w.sb.write(
+        "dataset.jsonl",
+        &jsonl(&[instance(
+            &id,
+            "acme/widgets",
+            &w.base,
+            &w.gold,
+            &w.test_patch,
+            &["tests/test_core.py::TestClamp::test_high"],
+            &[],
+        )]),
+    );
+    w.sb.write(
+        "preds.jsonl",
+        &jsonl(&[prediction(&id, "m", Some(&w.gold))]),
+    );
+    let out = w.run("partial", "preds.jsonl", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let rec = w.record("partial", "m", &id);
+    assert_ne!(rec["outcome"], "resolved", "{rec}\n{err}");
+    assert_ne!(rec["outcome"], "unresolved", "{rec}\n{err}");
+    let detail = rec["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("lacks data/blob.txt") && detail.contains(&blob),
+        "the cause is named: {detail}"
+    );
+    let left = docker_ok(&["images", "-q", &format!("patchgrade.eval.*.{id}")]);
+    assert_eq!(left, "", "no image left for {id}");
+    assert_eq!(containers_of("partial"), "");
+}

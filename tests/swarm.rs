@@ -358,14 +358,29 @@ fn swarm_single_node_matches_docker_and_leaves_nothing() {
 }
 
 /// The node an evaluation ran on, from its record's environment.
+/// The node that ran `id`: from its record, which run.json's `nodes` must
+/// agree with.
 fn node_of(sb: &Sandbox, run_id: &str, id: &str) -> String {
     let env = sb.record(run_id, "m", id)["environment"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    patchgrade::backend::placement_of(&env)
+    let node = patchgrade::backend::placement_of(&env)
         .map(str::to_string)
-        .unwrap_or_else(|| panic!("{id}: no node in {env:?}"))
+        .unwrap_or_else(|| panic!("{id}: no node in {env:?}"));
+    let meta = sb
+        .path()
+        .join("logs/run_evaluation")
+        .join(run_id)
+        .join("run.json");
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
+    assert_eq!(
+        meta["nodes"][format!("m/{id}")].as_str(),
+        Some(node.as_str()),
+        "run.json names the node of {id}"
+    );
+    node
 }
 
 #[test]

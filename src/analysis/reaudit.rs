@@ -20,6 +20,7 @@ use crate::outcome::{EvalRecord, Outcome};
 use crate::parse::StatusMap;
 use crate::report::AuditCounts;
 use crate::rundir::{Evaluation, RunDir};
+use crate::runner::jobs::Records;
 use crate::runner::jobs::{Job, RecordKey};
 use crate::script;
 use crate::spec::SpecSet;
@@ -276,7 +277,7 @@ fn usable(
     rundir: &RunDir,
     specs: &SpecSet,
     jobs: &BTreeMap<RecordKey, Job>,
-    records: &BTreeMap<RecordKey, EvalRecord>,
+    records: &Records,
     key: &RecordKey,
 ) -> Result<StatusMap, Unusable> {
     let (Some(j), Some(r)) = (jobs.get(key), records.get(key)) else {
@@ -334,7 +335,7 @@ pub fn judge(
     rundir: &RunDir,
     specs: &SpecSet,
     plan: Plan,
-    records: &BTreeMap<RecordKey, EvalRecord>,
+    records: &Records,
 ) {
     let by_key: BTreeMap<RecordKey, Job> = plan.jobs.into_iter().map(|j| (j.key(), j)).collect();
     let look = |key: &RecordKey| usable(rundir, specs, &by_key, records, key);

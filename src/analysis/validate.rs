@@ -7,7 +7,7 @@
 //! whose status changes between runs is flaky. This is how instances are
 //! admitted to a benchmark, and the check that an environment is faithful.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 
@@ -16,7 +16,8 @@ use crate::grade::lookup;
 use crate::outcome::{EvalRecord, Outcome};
 use crate::parse::{StatusMap, TestStatus};
 use crate::rundir::RunDir;
-use crate::runner::jobs::{Job, RecordKey};
+use crate::runner::jobs::Job;
+use crate::runner::jobs::Records;
 use crate::spec::SpecSet;
 use crate::table::{render, Layout};
 
@@ -115,7 +116,7 @@ fn statuses(
 pub fn judge(
     dataset: &Dataset,
     gold_runs: usize,
-    records: &BTreeMap<RecordKey, EvalRecord>,
+    records: &Records,
     specs: &SpecSet,
     rundir: &RunDir,
 ) -> ValidationReport {
@@ -123,7 +124,11 @@ pub fn judge(
     let mut instances = Vec::new();
     for inst in &dataset.instances {
         let id = &inst.instance_id;
-        let rec = |model: &str| records.get(&(model.to_string(), id.clone(), None));
+        let rec = |model: &str| {
+            records
+                .get(&(model.to_string(), id.clone(), None))
+                .map(|r| &**r)
+        };
         let base_rec = rec(BASE_MODEL);
         let gold_recs: Vec<Option<&EvalRecord>> =
             (0..gold_runs).map(|k| rec(&gold_model(k))).collect();
@@ -367,14 +372,14 @@ mod tests {
             dir.write_patch("").unwrap();
             dir.write_test_log(&test_log(body)).unwrap();
         }
-        let mut records = BTreeMap::new();
+        let mut records = crate::runner::jobs::Records::new();
         records.insert(
             (BASE_MODEL.into(), "o__r-1".into(), None),
-            record(BASE_MODEL, "o__r-1", Outcome::Unresolved),
+            Box::new(record(BASE_MODEL, "o__r-1", Outcome::Unresolved)),
         );
         records.insert(
             (gold_model(0), "o__r-1".into(), None),
-            record(&gold_model(0), "o__r-1", Outcome::Resolved),
+            Box::new(record(&gold_model(0), "o__r-1", Outcome::Resolved)),
         );
         let report = judge(&dataset, 1, &records, &specs, &rundir);
         let v = &report.instances[0];

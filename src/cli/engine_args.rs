@@ -12,6 +12,7 @@ use patchgrade::backend::swarm::SwarmOptions;
 use patchgrade::engine::{BackendChoice, EngineOptions, Sources};
 use patchgrade::python::PythonDir;
 use patchgrade::repo::DEFAULT_URL_TEMPLATE;
+use patchgrade::script::dataset::ScriptSource;
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum BackendKind {
@@ -62,12 +63,26 @@ pub struct EngineArgs {
     /// Local backend: run without bubblewrap even where it is installed.
     #[arg(long)]
     pub no_sandbox: bool,
+    /// Where each evaluation's eval script comes from: `spec` renders it
+    /// from the repository's spec; `dataset` runs the instance's own
+    /// `eval_script` field unchanged in patchgrade's image (Docker only).
+    #[arg(long, value_enum, default_value = "spec")]
+    pub eval_script: EvalScriptArg,
     #[command(flatten)]
     pub docker: DockerArgs,
     #[command(flatten)]
     pub swarm: SwarmArgs,
     #[command(flatten)]
     pub sources: SourceArgs,
+}
+
+/// `--eval-script` values (the library's `ScriptSource`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EvalScriptArg {
+    /// The script rendered from the spec (harness-scripts/eval.sh.tmpl).
+    Spec,
+    /// The instance's own `eval_script` field, run unchanged.
+    Dataset,
 }
 
 /// Docker flags of `patchgrade run`.
@@ -190,6 +205,10 @@ impl EngineArgs {
             docker: self.docker.options(),
             swarm: SwarmOptions {
                 registry: self.swarm.registry.clone(),
+            },
+            eval_script: match self.eval_script {
+                EvalScriptArg::Spec => ScriptSource::Spec,
+                EvalScriptArg::Dataset => ScriptSource::Dataset,
             },
             sources: Sources {
                 specs: self.sources.specs.clone(),

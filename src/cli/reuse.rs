@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, ValueEnum};
 
-use super::engine_args::{BackendKind, CacheLevelArg, EngineArgs};
+use super::engine_args::{BackendKind, CacheLevelArg, EngineArgs, EvalScriptArg};
 use patchgrade::python::find::PythonDir;
 use patchgrade::rundir::RunSetup;
+use patchgrade::script::dataset::ScriptSource;
 
 /// The arguments given on the command line (not defaults, not the
 /// environment), by clap id (the field name).
@@ -109,7 +110,7 @@ macro_rules! shown_by_value_enum {
         }
     )*};
 }
-shown_by_value_enum!(BackendKind, CacheLevelArg);
+shown_by_value_enum!(BackendKind, CacheLevelArg, EvalScriptArg);
 
 /// One setting: run.json's value when the flag was not given, else the
 /// command line's, said on stderr when it differs from run.json's.
@@ -196,6 +197,11 @@ impl EngineArgs {
             s.sandbox.map(|x| !x),
         );
         m.take("timeout", "--timeout", &mut a.timeout, s.timeout_secs);
+        let script = s.eval_script.map(|e| match e {
+            ScriptSource::Spec => EvalScriptArg::Spec,
+            ScriptSource::Dataset => EvalScriptArg::Dataset,
+        });
+        m.take("eval_script", "--eval-script", &mut a.eval_script, script);
         if let Some(d) = &s.docker {
             let o = &mut a.docker;
             m.take(

@@ -19,10 +19,11 @@ use crate::cli::engine_args::EngineArgs;
 use crate::cli::reuse::Given;
 use crate::cli::Command;
 use crate::error::ExpectedError;
-use patchgrade::dataset::Dataset;
+use patchgrade::dataset::{Dataset, Instance};
 use patchgrade::engine::{EngineOptions, Executed};
 use patchgrade::rundir::atomic::write_json_atomic;
 use patchgrade::rundir::{file_sha256, RunDir};
+use patchgrade::script::dataset::{check_all, ScriptSource};
 
 /// `given`: the flags given on the command line; commands that evaluate a
 /// run again use the run's recorded setup for the others.
@@ -60,6 +61,20 @@ fn reused_options(
     engine
         .over_setup(meta.as_ref().and_then(|m| m.setup.as_ref()), given, &source)
         .options()
+}
+
+/// `--eval-script dataset` runs each instance's own script: an instance
+/// without one is bad input, named before anything runs.
+fn check_eval_scripts<'a>(
+    opts: &EngineOptions,
+    dataset: &Path,
+    instances: impl IntoIterator<Item = &'a Instance>,
+) -> Result<(), ExpectedError> {
+    if opts.eval_script != ScriptSource::Dataset {
+        return Ok(());
+    }
+    check_all(instances)
+        .map_err(|e| ExpectedError::bad(anyhow::anyhow!("{}: {e}", dataset.display())))
 }
 
 /// Load a dataset and keep `--instance-ids` (space- or comma-separated).

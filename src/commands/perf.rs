@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Serialize;
 
-use super::{finished_all, list, load_dataset, print_json, write_report};
+use super::{check_eval_scripts, finished_all, list, load_dataset, print_json, write_report};
 use crate::cli::engine_args::{BackendKind, CacheLevelArg, EngineArgs};
 use crate::cli::perf_args::{MeasureArgs, PerfArgs};
 use crate::error::ExpectedError;
@@ -25,6 +25,7 @@ use patchgrade::perf::record::{PerfRecord, Role, VariantInfo};
 use patchgrade::perf::variants::PatchVariant;
 use patchgrade::perf::{aggregate, render, Aggregate, AnalysisOptions};
 use patchgrade::rundir::atomic::write_atomic;
+use patchgrade::runner::jobs::Records;
 use patchgrade::runner::jobs::{jobs_for_predictions, Job, RecordKey};
 
 pub async fn perf(mut args: PerfArgs) -> Result<(), ExpectedError> {
@@ -37,7 +38,9 @@ pub async fn perf(mut args: PerfArgs) -> Result<(), ExpectedError> {
     let preds = load_predictions(&args.predictions, &dataset).map_err(ExpectedError::bad)?;
     let jobs = jobs_for_predictions(&dataset, preds).map_err(ExpectedError::bad)?;
     let (mopts, aopts) = options(&args.measure, &mut args.engine, &args.run_id)?;
-    let engine = Engine::build(&args.engine.options(), &args.run_id, &args.dataset)?;
+    let opts = args.engine.options();
+    check_eval_scripts(&opts, &args.dataset, jobs.iter().map(|j| &*j.instance))?;
+    let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
     let done = engine.execute(jobs.clone()).await;
     let graded = finished_all(&done, "the grading");
     if matches!(
@@ -67,7 +70,7 @@ pub async fn after_run(
     engine: &Engine,
     dataset: &Dataset,
     jobs: &[Job],
-    records: &BTreeMap<RecordKey, EvalRecord>,
+    records: &Records,
     measure: &MeasureArgs,
     engine_args: &EngineArgs,
     run_id: &str,
@@ -194,7 +197,7 @@ async fn measure_run(
     engine: &Engine,
     dataset: &Dataset,
     jobs: &[Job],
-    records: &BTreeMap<RecordKey, EvalRecord>,
+    records: &Records,
     mopts: &MeasureOptions,
     aopts: &AnalysisOptions,
     only_resolved: bool,
@@ -275,10 +278,13 @@ async fn measure_run(
             continue;
         }
         // The image of the instance, from any of its evaluations.
-        let image = records.get(&gold_key).and_then(image_of).or_else(|| {
-            mine.iter()
-                .find_map(|j| records.get(&j.key()).and_then(image_of))
-        });
+        let image = records
+            .get(&gold_key)
+            .and_then(|r| image_of(r))
+            .or_else(|| {
+                mine.iter()
+                    .find_map(|j| records.get(&j.key()).and_then(|r| image_of(r)))
+            });
         let Some(image) = image else {
             out.failed.push(format!(
                 "{id}: no evaluation left an instance image to measure in"

@@ -1,6 +1,6 @@
 //! `patchgrade run`: evaluate predictions, write one summary per model.
 
-use super::{finished_all, load_dataset, print_one_or_many, write_report};
+use super::{check_eval_scripts, finished_all, load_dataset, print_one_or_many, write_report};
 use crate::cli::RunArgs;
 use crate::error::ExpectedError;
 use patchgrade::dataset::{load_predictions, model_dir, Prediction};
@@ -17,7 +17,9 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
         // Checked before the evaluation; sets Docker and keeps the images.
         super::perf::options(&args.measure, &mut args.engine, &args.run_id)?;
     }
-    let engine = Engine::build(&args.engine.options(), &args.run_id, &args.dataset)?;
+    let opts = args.engine.options();
+    check_eval_scripts(&opts, &args.dataset, jobs.iter().map(|j| &*j.instance))?;
+    let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
     // The summary needs who predicted what, not the patches: the jobs (and
     // their patches) go to the engine uncopied (100,000-row files).
     let submitted: Vec<Prediction> = jobs
@@ -53,7 +55,7 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
     }
     // Several samples per instance: the pass@k table (`report` has more).
     let run_dir = engine.runner.cfg.rundir.path();
-    if let Some(table) = after_run(&run_dir, &args.run_id, done.records.values()) {
+    if let Some(table) = after_run(&run_dir, &args.run_id, done.records.values().map(|r| &**r)) {
         eprintln!("\npass@k (95% bootstrap intervals over instances):\n{table}");
     }
     if args.json {

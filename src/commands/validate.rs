@@ -1,6 +1,8 @@
 //! `patchgrade validate`: base and gold runs of each instance, judged.
 
-use super::{finished_all, load_dataset, print_json, reused_options, write_report};
+use super::{
+    check_eval_scripts, finished_all, load_dataset, print_json, reused_options, write_report,
+};
 use crate::cli::reuse::Given;
 use crate::cli::ValidateArgs;
 use crate::error::ExpectedError;
@@ -21,6 +23,7 @@ pub async fn validate(args: ValidateArgs, given: &Given) -> Result<(), ExpectedE
     } else {
         args.engine.options()
     };
+    check_eval_scripts(&opts, &args.dataset, &dataset.instances)?;
     let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
     let done = engine.execute(jobs(&dataset, args.gold_runs)).await;
     let runner = &engine.runner;

@@ -18,11 +18,12 @@ use crate::backend::docker::images::CacheLevel;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::swarm::{SwarmError, SwarmOptions};
 use crate::backend::{Backend, LocalBackend, SwarmBackend};
-use crate::outcome::EvalRecord;
 use crate::repo::{RepoCache, RepoSources};
 use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup};
-use crate::runner::jobs::{Job, RecordKey};
+use crate::runner::jobs::Job;
+use crate::runner::jobs::Records;
 use crate::runner::{RunConfig, Runner};
+use crate::script::dataset::ScriptSource;
 use crate::spec::{SpecError, SpecSet};
 
 /// The exit status of a process stopped by Ctrl-C (128 + SIGINT); a second
@@ -107,6 +108,9 @@ pub struct EngineOptions {
     pub docker: DockerOptions,
     pub swarm: SwarmOptions,
     pub sources: Sources,
+    /// Where the eval script comes from: the spec (default) or the
+    /// instance's own `eval_script` (Docker and swarm backends only).
+    pub eval_script: ScriptSource,
 }
 
 impl EngineOptions {
@@ -122,6 +126,7 @@ impl EngineOptions {
             backend: Some(backend.to_string()),
             sandbox: Some(self.sandbox),
             timeout_secs: Some(self.timeout.as_secs()),
+            eval_script: (self.eval_script != ScriptSource::Spec).then_some(self.eval_script),
             docker: Some(DockerSetup {
                 namespace: d.namespace.clone(),
                 instance_image_tag: d.instance_image_tag.clone(),
@@ -171,6 +176,9 @@ pub enum EngineError {
     /// The swarm options cannot be used.
     #[error(transparent)]
     SwarmConfig(SwarmError),
+    /// `--eval-script dataset` on the local backend.
+    #[error("--eval-script dataset runs each instance's eval_script in patchgrade's Docker images, and the local backend has none{why}: use --backend docker")]
+    DatasetScriptBackend { why: String },
     #[error("cannot create {what}: {source}")]
     Io {
         what: String,
@@ -188,6 +196,7 @@ impl EngineError {
                 | EngineError::DockerConfig(_)
                 | EngineError::Locked(RunDirError::Locked { .. })
                 | EngineError::SwarmConfig(_)
+                | EngineError::DatasetScriptBackend { .. }
         )
     }
 }
@@ -203,7 +212,7 @@ pub struct Engine {
 
 /// What executing jobs gave.
 pub struct Executed {
-    pub records: BTreeMap<RecordKey, EvalRecord>,
+    pub records: Records,
     pub interrupted: bool,
     /// Evaluation tasks that panicked (a bug; nothing recorded for them).
     pub failed_tasks: usize,
@@ -214,10 +223,11 @@ pub struct Executed {
 }
 
 impl Engine {
-    /// The interpreters the run's images got, into run.json (they are
-    /// resolved as evaluations need them, after run.json was first written).
-    /// A failure to write is logged: the results are already recorded.
-    fn record_pythons(&self) {
+    /// What is known only once evaluations ran, into run.json: the
+    /// interpreters the run's images got (resolved as evaluations need
+    /// them) and the node that ran each evaluation (swarm). A failure to
+    /// write is logged: the results are already recorded.
+    fn record_after_run(&self, records: &Records) {
         let pythons: Vec<_> = self
             .runner
             .backend
@@ -225,16 +235,20 @@ impl Engine {
             .iter()
             .map(|i| i.record())
             .collect();
-        if pythons.is_empty() {
+        let nodes = placements(records);
+        if pythons.is_empty() && nodes.is_empty() {
             return;
         }
         let rundir = &self.runner.cfg.rundir;
         let Some(mut meta) = rundir.meta() else {
             return;
         };
-        meta.pythons = pythons;
+        if !pythons.is_empty() {
+            meta.pythons = pythons;
+        }
+        meta.nodes.extend(nodes);
         if let Err(e) = rundir.write_meta(&meta) {
-            tracing::warn!("cannot record the interpreters in run.json: {e}");
+            tracing::warn!("cannot record the interpreters and nodes in run.json: {e}");
         }
     }
 
@@ -249,6 +263,7 @@ impl Engine {
         let specs = opts.sources.spec_set()?;
         let cache = opts.sources.cache();
         let repos = opts.sources.repo_cache(dataset_path);
+        let mut no_daemon = None;
         let use_docker = match opts.backend {
             BackendChoice::Local => false,
             BackendChoice::Docker | BackendChoice::Swarm => {
@@ -259,10 +274,20 @@ impl Engine {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::info!("--backend auto: {e}; using the local backend");
+                    no_daemon = Some(e.to_string());
                     false
                 }
             },
         };
+        // The dataset's scripts assume an image (/testbed, a conda stand-in
+        // at /opt/miniconda3): refused before anything runs.
+        if opts.eval_script == ScriptSource::Dataset && !use_docker {
+            return Err(EngineError::DatasetScriptBackend {
+                why: no_daemon
+                    .map(|e| format!(" (--backend auto chose it: {e})"))
+                    .unwrap_or_default(),
+            });
+        }
         let backend = if opts.backend == BackendChoice::Swarm {
             let b = SwarmBackend::new(
                 opts.docker.clone(),
@@ -302,6 +327,7 @@ impl Engine {
             max_workers: opts.max_workers,
             timeout: opts.timeout,
             force: opts.force,
+            eval_script: opts.eval_script,
         };
         let backend_name = backend.name().to_string();
         let runner = Arc::new(Runner {
@@ -372,7 +398,7 @@ impl Engine {
         let _ = reporter.await;
         watcher.abort();
         self.runner.backend.finish().await;
-        self.record_pythons();
+        self.record_after_run(&ran.records);
         Executed {
             records: ran.records,
             interrupted: interrupted.load(Ordering::SeqCst),
@@ -380,5 +406,55 @@ impl Engine {
             unwritten: ran.unwritten,
             elapsed: started.elapsed(),
         }
+    }
+}
+
+/// `<model>/<instance>[@<sample>]` → node, for records a backend placed.
+fn placements(records: &Records) -> BTreeMap<String, String> {
+    records
+        .iter()
+        .filter_map(|((model, instance, sample), record)| {
+            let node = crate::backend::placement_of(record.environment.as_deref()?)?;
+            let key = match sample {
+                Some(s) => format!("{model}/{instance}@{s}"),
+                None => format!("{model}/{instance}"),
+            };
+            Some((key, node.to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::EvalRecord;
+
+    #[test]
+    fn placements_key_evaluations_and_skip_unplaced_ones() {
+        let mut records = BTreeMap::new();
+        let mut placed = EvalRecord::new("a__b-1", "m", "swarm");
+        placed.environment = Some(format!(
+            "env x{}",
+            crate::backend::placement_suffix("host1/n1")
+        ));
+        records.insert(
+            ("m".into(), "a__b-1".into(), None),
+            Box::new(placed.clone()),
+        );
+        records.insert(
+            ("m".into(), "a__b-2".into(), Some("3".into())),
+            Box::new(placed),
+        );
+        let mut local = EvalRecord::new("a__b-4", "m", "docker");
+        local.environment = Some("env y".into());
+        records.insert(("m".into(), "a__b-4".into(), None), Box::new(local));
+        let nodes = placements(&records);
+        assert_eq!(
+            nodes.into_iter().collect::<Vec<_>>(),
+            vec![
+                ("m/a__b-1".to_string(), "host1/n1".to_string()),
+                ("m/a__b-2@3".to_string(), "host1/n1".to_string()),
+            ]
+        );
     }
 }

@@ -10,6 +10,7 @@
 pub mod atomic;
 pub mod eval_dir;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::dataset::model_dir;
 use crate::outcome::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
+use crate::script::dataset::ScriptSource;
 
 /// A run folder could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +69,11 @@ pub struct RunMeta {
     /// the run ends: they are resolved as evaluations need them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pythons: Vec<crate::python::InterpreterRecord>,
+    /// Which node ran each evaluation (backends that spread them over
+    /// machines: swarm), keyed `<model>/<instance>[@<sample>]`; kept across
+    /// the segments of a resumed run, written when each segment ends.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nodes: BTreeMap<String, String>,
 }
 
 /// Where a run's tests came from and how they ran: everything, besides the
@@ -91,6 +98,10 @@ pub struct RunSetup {
     /// Per-evaluation time limit, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// `--eval-script dataset`: the tests ran each instance's own
+    /// `eval_script` (absent: the spec's script).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_script: Option<ScriptSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker: Option<DockerSetup>,
 }
@@ -134,6 +145,7 @@ impl RunMeta {
             dataset_sha256: file_sha256(dataset),
             setup: None,
             pythons: Vec::new(),
+            nodes: BTreeMap::new(),
         }
     }
 

@@ -14,6 +14,7 @@ use crate::grade::{self, Grade};
 use crate::outcome::{EvalRecord, Outcome, Timings};
 use crate::patch::{apply_in_tree, ApplyStrategy, FileChange, Patch, TreeChanges};
 use crate::rundir::eval_dir::EvalDir;
+use crate::script::dataset::{self, DatasetScript};
 use crate::script::EvalScript;
 use crate::spec::ResolvedSpec;
 
@@ -145,6 +146,14 @@ impl<'a> Evaluation<'a> {
         let raw_patch = self.job.prediction.model_patch.clone().unwrap_or_default();
         self.write_patch(&raw_patch)?;
         let mut rs = self.resolve_spec()?;
+        if self.runner.runs_dataset_script(self.job)
+            && dataset::eval_script_of(&self.job.instance).is_none()
+        {
+            let e = dataset::MissingScripts {
+                ids: vec![self.job.instance.instance_id.clone()],
+            };
+            return Err(stop(Outcome::EnvironmentBuildFailed, e.to_string()));
+        }
         let candidate = if empty {
             None
         } else {
@@ -166,8 +175,12 @@ impl<'a> Evaluation<'a> {
                 return Err(stop);
             }
         };
+        let changed: Vec<FileChange> = candidate
+            .as_ref()
+            .map(|c| c.files.clone())
+            .unwrap_or_default();
         self.apply_candidate(candidate, &mut co).await?;
-        let script = self.write_script(&rs, &co.ws, activate, &test_changes)?;
+        let script = self.write_script(&rs, &co.ws, activate, &changed, &test_changes)?;
         let text = self.run_tests(&env, &rs, &co.ws, &script, cancel).await?;
         let tree = co.made.then_some(co.ws.tree.as_path());
         let graded = self.grade(&rs, &text, (!empty).then_some(raw_patch.as_str()), tree);
@@ -430,6 +443,7 @@ impl<'a> Evaluation<'a> {
         rs: &ResolvedSpec,
         ws: &Workspace,
         activate: Option<String>,
+        changed: &[FileChange],
         test_changes: &[FileChange],
     ) -> Step<String> {
         let inst = &self.job.instance;
@@ -437,21 +451,66 @@ impl<'a> Evaluation<'a> {
             &self.runner.repos.mirror_path(&inst.repo),
             &inst.base_commit,
         );
-        let script = EvalScript {
+        let script = if self.runner.runs_dataset_script(self.job) {
+            self.dataset_script(rs)?
+        } else {
+            self.spec_script(rs, ws, activate, changed, test_changes)
+        };
+        self.dir
+            .write_script(&script)
+            .map_err(|e| stop(Outcome::InfraError, format!("cannot write eval.sh: {e}")))?;
+        Ok(script)
+    }
+
+    fn spec_script(
+        &self,
+        rs: &ResolvedSpec,
+        ws: &Workspace,
+        activate: Option<String>,
+        changed: &[FileChange],
+        test_changes: &[FileChange],
+    ) -> String {
+        let inst = &self.job.instance;
+        EvalScript {
             testbed: &self.runner.backend.testbed(ws),
             activate,
             spec: &rs.spec,
-            install: rs.spec.eval_install(),
+            install: crate::script::install_step(&rs.spec, changed),
             test_patch: &inst.test_patch,
             test_changes,
             directives: self.job.directives.clone(),
             base_time: self.base_time,
         }
-        .render();
-        self.dir
-            .write_script(&script)
-            .map_err(|e| stop(Outcome::InfraError, format!("cannot write eval.sh: {e}")))?;
-        Ok(script)
+        .render()
+    }
+
+    /// The instance's own eval script in its wrapper (`--eval-script
+    /// dataset`); the record says which script ran.
+    fn dataset_script(&mut self, rs: &ResolvedSpec) -> Step<String> {
+        let job = self.job;
+        let inst = &job.instance;
+        let Some(text) = dataset::eval_script_of(inst) else {
+            let e = dataset::MissingScripts {
+                ids: vec![inst.instance_id.clone()],
+            };
+            return Err(stop(Outcome::EnvironmentBuildFailed, e.to_string()));
+        };
+        let used = dataset::used(text);
+        self.line(format!(
+            "eval script: the dataset's eval_script (sha256 {})",
+            used.sha256
+        ));
+        self.record.eval_script = Some(used);
+        Ok(DatasetScript {
+            testbed: crate::backend::docker::images::TESTBED,
+            venv: crate::backend::docker::images::VENV,
+            base_commit: &inst.base_commit,
+            activate: &crate::backend::docker::images::activate_line(),
+            script: text,
+            spec: &rs.spec,
+            base_time: self.base_time,
+        }
+        .render())
     }
 
     /// Runs the script; returns the test log (written to the folder).

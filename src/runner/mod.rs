@@ -21,10 +21,13 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::backend::Backend;
+use crate::dataset::sha256_hex;
 use crate::outcome::{EvalRecord, Outcome};
 use crate::repo::RepoCache;
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::RunDir;
+use crate::runner::jobs::Records;
+use crate::script::dataset::{eval_script_of, ScriptSource};
 use crate::spec::{hex, SpecSet};
 use crate::VERSION;
 use evaluate::Evaluated;
@@ -86,6 +89,9 @@ pub struct RunConfig {
     pub timeout: Duration,
     /// Re-evaluate even when a finished result with the same inputs exists.
     pub force: bool,
+    /// Where the eval script of jobs that run the instance's own tests
+    /// comes from (`--eval-script`).
+    pub eval_script: ScriptSource,
 }
 
 /// Everything an evaluation needs, shared by all tasks.
@@ -104,7 +110,7 @@ const ENGINE_RETURN_LIMIT: Duration = Duration::from_secs(180);
 /// What a run gave.
 pub struct Ran {
     /// By (model, instance id, sample).
-    pub records: BTreeMap<RecordKey, EvalRecord>,
+    pub records: Records,
     /// Evaluation tasks that failed outside an evaluation (a bug); nothing
     /// recorded for them. A panic inside an evaluation is its infra_error.
     pub failed_tasks: usize,
@@ -117,7 +123,9 @@ type TaskResult = Result<Option<Vec<(RecordKey, EvalRecord)>>, tokio::task::Join
 impl Ran {
     fn collect(&mut self, res: TaskResult) {
         match res {
-            Ok(Some(rs)) => self.records.extend(rs),
+            Ok(Some(rs)) => self
+                .records
+                .extend(rs.into_iter().map(|(k, r)| (k, Box::new(r)))),
             Ok(None) => {}
             Err(e) => {
                 tracing::error!("an evaluation task failed: {e}");
@@ -127,10 +135,23 @@ impl Ran {
     }
 }
 
-/// The key that says "these inputs produced that result".
-fn cache_key(job: &Job, patch_sha: Option<&str>, spec_hash: Option<&str>, backend: &str) -> String {
+/// The key that says "these inputs produced that result". `dataset_script`:
+/// the job runs the instance's own eval script (its text, or None when the
+/// instance has none); spec-driven keys are as they always were.
+fn cache_key(
+    job: &Job,
+    patch_sha: Option<&str>,
+    spec_hash: Option<&str>,
+    backend: &str,
+    dataset_script: Option<Option<&str>>,
+) -> String {
     let i = &job.instance;
     let mut h = Sha256::new();
+    if let Some(script) = dataset_script {
+        h.update(b"eval_script=dataset\0");
+        h.update(script.map(sha256_hex).unwrap_or_default().as_bytes());
+        h.update([0]);
+    }
     for part in [
         VERSION,
         backend,
@@ -370,7 +391,17 @@ impl Runner {
             job.prediction.patch_sha256().as_deref(),
             self.spec_hash(job).as_deref(),
             self.backend.name(),
+            self.runs_dataset_script(job)
+                .then(|| eval_script_of(&job.instance)),
         )
+    }
+
+    /// Whether this job runs the instance's own eval script: under
+    /// `--eval-script dataset`, every job that runs the instance's own
+    /// tests. Jobs that choose test files (audit reruns, `select`) run the
+    /// spec's script, since a dataset script cannot select tests.
+    fn runs_dataset_script(&self, job: &Job) -> bool {
+        self.cfg.eval_script == ScriptSource::Dataset && job.directives.is_none()
     }
 }
 
@@ -380,5 +411,43 @@ impl Runner {
 fn fault_injection_panic(instance_id: &str) {
     if std::env::var("PATCHGRADE_FAULT_PANIC").is_ok_and(|v| v == instance_id) {
         panic!("fault injection: PATCHGRADE_FAULT_PANIC={instance_id}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::{Instance, Prediction};
+
+    #[test]
+    fn the_dataset_script_is_part_of_the_cache_key_and_spec_keys_are_unchanged() {
+        let inst: Instance = serde_json::from_value(serde_json::json!({
+            "instance_id": "o__r-1", "repo": "o/r", "base_commit": "abc", "eval_script": "a"
+        }))
+        .unwrap();
+        let job = Job::new(Arc::new(inst), Prediction::new("o__r-1", "m", None));
+        let key = |script| cache_key(&job, Some("p"), Some("s"), "docker", script);
+        let spec = key(None);
+        let (a, b, none) = (key(Some(Some("a"))), key(Some(Some("b"))), key(Some(None)));
+        assert!(spec != a && a != b && a != none && spec != none);
+        assert_eq!(a, key(Some(Some("a"))));
+        // The spec-driven key is the one earlier versions wrote: results
+        // recorded before `--eval-script` existed are still reused.
+        let mut h = Sha256::new();
+        for part in [
+            VERSION,
+            "docker",
+            "o__r-1",
+            "abc",
+            "",
+            "[[],[]]",
+            "p",
+            "s",
+            "[null,false]",
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        assert_eq!(spec, hex(&h.finalize()));
     }
 }

@@ -32,6 +32,7 @@ use crate::passk::samples::{sample_order, ModelSamples, RunSamples, SampleRecord
 use crate::patch::{ApplyStrategy, ChangeKind, Patch};
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::RunDir;
+use crate::runner::jobs::Records;
 use crate::runner::jobs::{Job, RecordKey};
 use crate::spec::SpecSet;
 use score::{score_model, ModelSelection};
@@ -280,7 +281,7 @@ fn choose(
     g: &Group,
     tests: &(Vec<String>, Vec<String>),
     run: Option<&ModelSamples>,
-    done: &BTreeMap<RecordKey, EvalRecord>,
+    done: &Records,
     rundir: &RunDir,
     specs: &SpecSet,
     notes: &mut Vec<String>,
@@ -289,22 +290,26 @@ fn choose(
     let (files, _) = tests;
     let base_key: RecordKey = (BASE_MODEL.into(), id.clone(), None);
     let base_dir = rundir.eval_dir(BASE_MODEL, id, None);
-    let base_pass: Option<BTreeSet<String>> =
-        match statuses(done.get(&base_key), &base_dir, &g.instance, specs) {
-            Some(Ok(map)) => Some(
-                map.into_iter()
-                    .filter(|(_, s)| *s == TestStatus::Passed)
-                    .map(|(t, _)| t)
-                    .collect(),
-            ),
-            Some(Err(e)) => {
-                notes.push(format!(
-                    "{id}: the base run's tests cannot be read ({e}); no existing-test signal"
-                ));
-                None
-            }
-            None => None,
-        };
+    let base_pass: Option<BTreeSet<String>> = match statuses(
+        done.get(&base_key).map(|r| &**r),
+        &base_dir,
+        &g.instance,
+        specs,
+    ) {
+        Some(Ok(map)) => Some(
+            map.into_iter()
+                .filter(|(_, s)| *s == TestStatus::Passed)
+                .map(|(t, _)| t)
+                .collect(),
+        ),
+        Some(Err(e)) => {
+            notes.push(format!(
+                "{id}: the base run's tests cannot be read ({e}); no existing-test signal"
+            ));
+            None
+        }
+        None => None,
+    };
     let base_pass = base_pass.filter(|s| !s.is_empty());
     let recorded: BTreeMap<Option<String>, &SampleRecord> = run
         .and_then(|m| m.by_instance.get(id))
@@ -431,7 +436,7 @@ impl Selection {
     pub fn decide(
         &self,
         run: &RunSamples,
-        done: &BTreeMap<RecordKey, EvalRecord>,
+        done: &Records,
         rundir: &RunDir,
         specs: &SpecSet,
     ) -> (Vec<Prediction>, BTreeMap<String, ModelSelection>) {

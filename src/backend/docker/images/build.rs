@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bollard::body_full;
 use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuilder};
+use bollard::{body_full, body_try_stream};
 use futures_util::StreamExt;
 
 use super::plans::{base_plan, env_plan, instance_plan, EnvInputs, ImagePlan, Root, TreeSource};
@@ -489,10 +489,28 @@ impl DockerBackend {
         let mut log = std::fs::File::create(&log_path).map_err(io_err(&log_path))?;
         tracing::info!("building {}", plan.name);
         let started = Instant::now();
+        // The context streams to the engine as it is made: built in memory
+        // first, a django tree's context took 110 MB of heap (the growing
+        // buffer and a copy).
+        let (tx, rx) = tokio::sync::mpsc::channel(CONTEXT_CHUNKS);
         let plan2 = plan.clone();
-        let context = tokio::task::spawn_blocking(move || plan2.context_tar())
-            .await
-            .map_err(|e| DockerError::Config(format!("context task: {e}")))??;
+        let producer = tokio::task::spawn_blocking(move || {
+            let w = ChunkSender {
+                tx: tx.clone(),
+                buf: Vec::new(),
+            };
+            let made = plan2
+                .write_context(w)
+                .and_then(|w| w.send().map_err(super::ImageError::Tar));
+            if let Err(e) = &made {
+                // The engine must not take a cut context for a whole one.
+                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+            }
+            made
+        });
+        let body = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|chunk| (chunk, rx))
+        });
         let opts = BuildImageOptionsBuilder::default()
             .t(&plan.name)
             .rm(true)
@@ -501,7 +519,7 @@ impl DockerBackend {
             .labels(&HashMap::from([("patchgrade.tier", plan.tier.log_dir())]))
             .build();
         let docker = self.docker().await?;
-        let mut stream = docker.build_image(opts, None, Some(body_full(context.into())));
+        let mut stream = docker.build_image(opts, None, Some(body_try_stream(body)));
         let mut tail: Vec<String> = Vec::new();
         let fail = |reason: String| DockerError::Build {
             image: plan.name.clone(),
@@ -544,6 +562,24 @@ impl DockerBackend {
             plan.name,
             started.elapsed().as_secs_f64()
         );
+        drop(stream);
+        // A context that could not be made (a blob missing from the
+        // mirror, say) is the cause, whatever the engine said of the cut
+        // stream; the engine going away first shows as a broken pipe here.
+        match producer.await {
+            Ok(Err(super::ImageError::Tar(e))) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Ok(Err(e)) => {
+                // Should the engine have built from the part it got, the
+                // image must not be taken for a whole one on the next run.
+                let opts = bollard::query_parameters::RemoveImageOptionsBuilder::default()
+                    .force(true)
+                    .build();
+                let _ = docker.remove_image(&plan.name, Some(opts), None).await;
+                return Err(e.into());
+            }
+            Ok(Ok(())) => {}
+            Err(e) => return Err(DockerError::Config(format!("context task: {e}"))),
+        }
         match result {
             Ok(r) => r,
             Err(_) => Err(fail(format!(
@@ -551,5 +587,51 @@ impl DockerBackend {
                 self.args.build_timeout
             ))),
         }
+    }
+}
+
+/// Chunks of the build context in flight to the engine, at most.
+const CONTEXT_CHUNKS: usize = 8;
+/// Size of one chunk.
+const CONTEXT_CHUNK: usize = 256 << 10;
+
+/// A `Write` that sends the build context to the engine in chunks (from a
+/// blocking task, through a bounded channel).
+struct ChunkSender {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>,
+    buf: Vec<u8>,
+}
+
+impl ChunkSender {
+    /// What is left, sent.
+    fn send(mut self) -> std::io::Result<()> {
+        self.flush_chunk()
+    }
+
+    fn flush_chunk(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = bytes::Bytes::from(std::mem::take(&mut self.buf));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the engine stopped reading the build context",
+            )
+        })
+    }
+}
+
+impl std::io::Write for ChunkSender {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CONTEXT_CHUNK {
+            self.flush_chunk()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }

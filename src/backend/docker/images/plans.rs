@@ -86,9 +86,16 @@ impl ImagePlan {
         self.name.replace([':', '/'], "__")
     }
 
-    /// The build context as a tar archive.
+    /// The build context as a tar archive in memory.
+    #[cfg(test)]
     pub fn context_tar(&self) -> Result<Vec<u8>, ImageError> {
-        let mut b = tar::Builder::new(Vec::new());
+        self.write_context(Vec::new())
+    }
+
+    /// The build context as a tar archive, written to `w` as it is made (a
+    /// build streams it: a django tree is 40 MiB).
+    pub fn write_context<W: std::io::Write>(&self, w: W) -> Result<W, ImageError> {
+        let mut b = tar::Builder::new(w);
         b.mode(tar::HeaderMode::Deterministic);
         let mut files = vec![ContextFile::new("Dockerfile", self.dockerfile.as_bytes())];
         files.extend(self.files.iter().cloned());

@@ -1,10 +1,55 @@
 //! The eval script run in the environment: reset the test files, apply the
 //! test patch, run the tests between markers, record the exit code, restore.
 
+pub mod dataset;
+
 use crate::patch::{ChangeKind, FileChange};
 use crate::spec::{Spec, TestDirectives};
 
-const TEMPLATE: &str = include_str!("../harness-scripts/eval.sh.tmpl");
+const TEMPLATE: &str = include_str!("../../harness-scripts/eval.sh.tmpl");
+const SYNC_INSTALL: &str = include_str!("../../harness-scripts/sync_install.py");
+
+/// What the eval script runs to put the candidate's code into the env: the
+/// spec's `eval_install`. When that is the derived offline reinstall of a
+/// non-editable pip install and the candidate only modifies files,
+/// `sync_install.py` runs first and copies those files where that is
+/// provably what reinstalling would do (about a second saved per
+/// evaluation); it declines otherwise and pip reinstalls. A candidate that
+/// adds, deletes, renames or copies files (the package's file list may
+/// change) or changes a mode is reinstalled with pip.
+pub fn install_step(spec: &Spec, candidate: &[FileChange]) -> Option<String> {
+    let install = spec.eval_install()?;
+    if !spec.derived_reinstall() {
+        return Some(install);
+    }
+    if candidate
+        .iter()
+        .any(|c| c.kind != ChangeKind::Modified || c.old_mode != c.new_mode)
+    {
+        return Some(format!(
+            ": patchgrade: reinstalling with pip, the candidate adds, deletes or renames files\n{install}"
+        ));
+    }
+    // The interpreter the install names (`python3.9 -m pip ...`), else the
+    // env's `python`.
+    let python = spec
+        .install
+        .as_deref()
+        .and_then(|i| i.split_whitespace().next())
+        .filter(|w| {
+            w.rsplit('/')
+                .next()
+                .is_some_and(|n| n.starts_with("python"))
+        })
+        .unwrap_or("python");
+    let mut command = format!("{python} -");
+    for c in candidate {
+        command.push(' ');
+        command.push_str(&quote(&c.path));
+    }
+    let d = delimiter(SYNC_INSTALL);
+    Some(format!("{command} <<'{d}' || {install}\n{SYNC_INSTALL}{d}"))
+}
 
 /// Files whose extension says they are not tests (the reference's
 /// `NON_TEST_EXTS`; its `csv` has no dot, kept as is).
@@ -104,7 +149,7 @@ pub struct EvalScript<'a> {
 
 /// The probe line (see `audit::history::PROBE_MARKER`). Setup commits are
 /// not counted: patchgrade's and the reference's (by their author emails).
-fn history_probe(base_time: Option<i64>) -> String {
+pub(crate) fn history_probe(base_time: Option<i64>) -> String {
     match base_time {
         None => String::from(": no history probe"),
         Some(t) => format!(
@@ -199,6 +244,54 @@ mod tests {
             vec!["forms_tests.test_x"]
         );
         assert!(directives(&ch, TestDirectives::None).is_empty());
+    }
+
+    #[test]
+    fn install_step_tries_the_copy_only_before_a_derived_reinstall() {
+        let spec = crate::test_support::spec_installing;
+        let modified = [
+            change("pkg/a.py", ChangeKind::Modified),
+            change("pkg/b c.py", ChangeKind::Modified),
+        ];
+        let step = install_step(&spec("python3.9 -m pip install .", None), &modified).unwrap();
+        let (first, rest) = step.split_once('\n').unwrap();
+        let d = delimiter(SYNC_INSTALL);
+        assert_eq!(
+            first,
+            format!(
+                "python3.9 - 'pkg/a.py' 'pkg/b c.py' <<'{d}' || python3.9 -m pip install . --no-deps --no-build-isolation --no-index"
+            )
+        );
+        assert_eq!(rest, format!("{SYNC_INSTALL}{d}"));
+        // `pip install .` names no interpreter: the env's python.
+        assert!(install_step(&spec("pip install .", None), &modified)
+            .unwrap()
+            .starts_with("python - 'pkg/a.py'"));
+        // A file added (or deleted, renamed, a mode changed): pip, said.
+        let mut added = modified.to_vec();
+        added.push(change("pkg/new.py", ChangeKind::Added));
+        let mut chmod = change("pkg/a.py", ChangeKind::Modified);
+        chmod.old_mode = Some(0o100644);
+        chmod.new_mode = Some(0o100755);
+        for changes in [added, vec![chmod]] {
+            assert_eq!(
+                install_step(&spec("pip install .", None), &changes).as_deref(),
+                Some(": patchgrade: reinstalling with pip, the candidate adds, deletes or renames files\npip install . --no-deps --no-build-isolation --no-index")
+            );
+        }
+        // Editable, explicit and non-pip installs run as they are.
+        assert_eq!(
+            install_step(&spec("pip install -e .", None), &modified),
+            None
+        );
+        assert_eq!(
+            install_step(&spec("pip install .", Some("make")), &modified).as_deref(),
+            Some("make")
+        );
+        assert_eq!(
+            install_step(&spec("python setup.py install", None), &modified).as_deref(),
+            Some("python setup.py install")
+        );
     }
 
     #[test]
