@@ -10,6 +10,7 @@
 pub mod analysis;
 pub mod audit;
 pub mod backend;
+pub mod conda;
 pub mod dataset;
 pub mod engine;
 pub mod grade;

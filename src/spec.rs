@@ -60,6 +60,19 @@ pub enum TestDirectives {
     None,
 }
 
+/// A tree of another repository, by commit, from the mirrors.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SourceTree {
+    /// `owner/name`, found in `--mirror-dir` like the instances' repos.
+    pub repo: String,
+    /// Full commit id (a tag can move; a commit cannot).
+    pub commit: String,
+}
+
+/// Where the env image keeps the spec's `sources`.
+pub const SOURCES_DIR: &str = "/opt/patchgrade/sources";
+
 /// The environment and test recipe for one (repo, version).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -74,6 +87,32 @@ pub struct Spec {
     /// Requirements file path in the repo at `environment_setup_commit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requirements: Option<String>,
+    /// A conda environment file in the repo at `environment_setup_commit`,
+    /// translated by rule into pip requirements and Debian packages
+    /// ([`crate::conda`]) and installed in one resolve with `pip_packages`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_yml: Option<String>,
+    /// The reference's conda `packages` string, as a list of conda match
+    /// specs: translated like an environment file's entries and installed
+    /// in a pip step of their own before everything else, as conda installs
+    /// them before pip runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conda_packages: Vec<String>,
+    /// conda packages of `environment_yml` left out (the spec says why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conda_skip: Vec<String>,
+    /// Source trees read from mirrors (never downloaded), put at
+    /// `/opt/patchgrade/sources/<name>` in the env image for `pre_install`
+    /// to use: what the reference downloads from sites other than a
+    /// package registry (matplotlib's FreeType and Qhull tarballs).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<String, SourceTree>,
+    /// Submodules filled from mirrors: path in the repository -> the
+    /// `owner/name` whose mirror holds the commit the base tree records
+    /// there (what a recursive clone, or a build's own `git submodule
+    /// update`, would put there; otherwise a submodule is an empty folder).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub submodules: BTreeMap<String, String>,
     /// Shell commands run in the checkout before `install`.
     #[serde(default)]
     pub pre_install: Vec<String>,
@@ -155,7 +194,56 @@ impl Spec {
 
     /// Whether the env needs more than the interpreter itself.
     pub fn needs_env(&self) -> bool {
-        !self.pip_packages.is_empty() || self.requirements.is_some() || self.install.is_some()
+        !self.pip_packages.is_empty()
+            || self.requirements.is_some()
+            || self.environment_yml.is_some()
+            || !self.conda_packages.is_empty()
+            || self.install.is_some()
+    }
+
+    /// What is wrong with the spec's `sources`, if anything.
+    fn check_trees(&self) -> Result<(), String> {
+        for (name, src) in &self.sources {
+            let plain = |s: &str| {
+                !s.is_empty()
+                    && s != "."
+                    && s != ".."
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            };
+            if !plain(name) {
+                return Err(format!("source name {name:?} is not a plain folder name"));
+            }
+            let parts: Vec<&str> = src.repo.split('/').collect();
+            if parts.len() != 2 || !parts.iter().all(|p| plain(p)) {
+                return Err(format!(
+                    "source {name}: repo {:?} is not owner/name",
+                    src.repo
+                ));
+            }
+            if src.commit.len() != 40 || !src.commit.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(format!(
+                    "source {name}: commit {:?} is not a full 40-digit commit id",
+                    src.commit
+                ));
+            }
+        }
+        crate::conda::translate_packages(&self.conda_packages).map_err(|e| e.to_string())?;
+        for (path, repo) in &self.submodules {
+            if path.is_empty()
+                || path.starts_with('/')
+                || path
+                    .split('/')
+                    .any(|c| c.is_empty() || c == "." || c == "..")
+            {
+                return Err(format!("submodule path {path:?} is not a relative path"));
+            }
+            let parts: Vec<&str> = repo.split('/').collect();
+            if parts.len() != 2 || parts.iter().any(|p| p.is_empty()) {
+                return Err(format!("submodule {path}: repo {repo:?} is not owner/name"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -247,6 +335,11 @@ impl SpecSet {
                     version: version.clone(),
                     reason: e.to_string(),
                 })?;
+            spec.check_trees().map_err(|reason| SpecError::Version {
+                path: path.to_owned(),
+                version: version.clone(),
+                reason,
+            })?;
             // One key may name several versions that share a spec: "1.0 1.1".
             for v in version.split([' ', ',']).filter(|v| !v.is_empty()) {
                 entry.insert(
@@ -426,6 +519,81 @@ mod tests {
             Some("make build")
         );
         assert_eq!(spec("pip install .", Some("")).eval_install(), None);
+    }
+
+    #[test]
+    fn new_env_fields_leave_other_specs_hashes_alone() {
+        let plain = "repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: pytest\n";
+        let a = set(plain).unwrap();
+        let h = a.lookup("o/r", "1").unwrap().spec.hash();
+        // The hash of a spec without the new keys is what it was before
+        // they existed (the JSON it is taken of has no trace of them).
+        let json = serde_json::to_string(&a.lookup("o/r", "1").unwrap().spec).unwrap();
+        assert!(
+            !json.contains("environment_yml")
+                && !json.contains("conda_skip")
+                && !json.contains("sources"),
+            "{json}"
+        );
+        let b = set(&format!("{plain}    environment_yml: environment.yml\n")).unwrap();
+        let spec = &b.lookup("o/r", "1").unwrap().spec;
+        assert_ne!(spec.hash(), h);
+        assert!(spec.needs_env());
+    }
+
+    #[test]
+    fn sources_are_checked_when_read() {
+        let with = |src: &str| {
+            set(&format!(
+                "repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: pytest\n    sources:\n{src}"
+            ))
+        };
+        let ok = with("      ft: {repo: freetype/freetype, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62}\n").unwrap();
+        let spec = &ok.lookup("o/r", "1").unwrap().spec;
+        assert_eq!(spec.sources["ft"].repo, "freetype/freetype");
+        for (bad, says) in [
+            (
+                "      ft: {repo: freetype/freetype, commit: VER-2-6-1}\n",
+                "40-digit",
+            ),
+            (
+                "      ft: {repo: freetype, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62}\n",
+                "owner/name",
+            ),
+            (
+                "      \"../x\": {repo: a/b, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62}\n",
+                "plain folder",
+            ),
+            (
+                "      ft: {repo: a/b, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62, tag: x}\n",
+                "tag",
+            ),
+        ] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("\"1\""), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn submodule_paths_are_checked_when_read() {
+        let with = |sub: &str| {
+            set(&format!(
+                "repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: pytest\n    submodules:\n{sub}"
+            ))
+        };
+        let ok = with("      astropy_helpers: astropy/astropy-helpers\n").unwrap();
+        assert_eq!(
+            ok.lookup("o/r", "1").unwrap().spec.submodules["astropy_helpers"],
+            "astropy/astropy-helpers"
+        );
+        for (bad, says) in [
+            ("      ../x: a/b\n", "relative path"),
+            ("      /x: a/b\n", "relative path"),
+            ("      x: ab\n", "owner/name"),
+        ] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -131,6 +131,18 @@ const REFERENCE_REQUIREMENTS: [(&str, &[&str], &str); 7] = [
     ),
 ];
 
+/// The reference's `MAP_REPO_TO_ENV_YML_PATHS`: the candidate paths of the
+/// conda environment file, and the versions whose `packages` is
+/// "environment.yml" (those Lite has).
+const REFERENCE_ENV_YML: [(&str, &[&str], &str); 2] = [
+    ("matplotlib/matplotlib", &["environment.yml"], "3.5 3.6 3.7"),
+    (
+        "pydata/xarray",
+        &["ci/requirements/environment.yml", "environment.yml"],
+        "*",
+    ),
+];
+
 /// Repos whose editable install compiles extensions: the eval must rebuild
 /// them offline so that a candidate's change to compiled code is tested.
 const COMPILED: [&str; 3] = [
@@ -341,6 +353,43 @@ fn lite_requirements_follow_the_reference_paths() {
             (None, None) => {}
         }
     }
+}
+
+#[test]
+fn lite_environment_files_follow_the_reference_paths() {
+    let set = specs();
+    let mut translated = 0;
+    for inst in &lite() {
+        let rs = spec_of(&set, inst);
+        let expected = REFERENCE_ENV_YML
+            .iter()
+            .find(|(r, _, vs)| *r == inst.repo && (*vs == "*" || in_list(vs, &inst.version)));
+        match (expected, &rs.spec.environment_yml) {
+            (Some((_, paths, _)), Some(path)) => {
+                assert!(
+                    paths.contains(&path.as_str()),
+                    "{}: environment_yml {path:?} is not one of the reference's {paths:?}",
+                    inst.instance_id
+                );
+                translated += 1;
+            }
+            (Some(_), None) => panic!(
+                "{}: the reference builds {} {} from an environment file",
+                inst.instance_id, inst.repo, inst.version
+            ),
+            (None, Some(path)) => panic!(
+                "{}: environment_yml {path:?}, but the reference uses none for {} {}",
+                inst.instance_id, inst.repo, inst.version
+            ),
+            (None, None) => assert!(
+                rs.spec.conda_skip.is_empty(),
+                "{}: conda_skip without an environment file",
+                inst.instance_id
+            ),
+        }
+    }
+    // matplotlib 3.5-3.7 (22) and xarray (5).
+    assert_eq!(translated, 27);
 }
 
 #[test]

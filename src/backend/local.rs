@@ -119,10 +119,40 @@ impl LocalBackend {
                 "a spec with pip packages or an install step must name its python version".into(),
             ));
         };
+        if !spec.sources.is_empty() || !spec.submodules.is_empty() {
+            let names: Vec<&str> = spec
+                .sources
+                .keys()
+                .chain(spec.submodules.keys())
+                .map(String::as_str)
+                .collect();
+            return Err(EnvError::Unsupported(format!(
+                "the local backend cannot place source trees or submodules from mirrors ({}); use --backend docker",
+                names.join(" ")
+            )));
+        }
         let requirements = match &spec.requirements {
             Some(path) => Some(super::read_requirements(&self.repos, inst, path)?),
             None => None,
         };
+        let packages = crate::conda::translate_packages(&spec.conda_packages)
+            .map_err(|e| EnvError::Other(e.to_string()))?;
+        if !packages.apt_packages.is_empty() {
+            return Err(EnvError::Unsupported(format!(
+                "the local backend cannot install the Debian packages conda_packages translates to ({}); use --backend docker",
+                packages.apt_packages.join(" ")
+            )));
+        }
+        let environment = super::environment_for(&self.repos, inst, spec)?;
+        if let Some(e) = &environment {
+            if !e.translation.apt_packages.is_empty() {
+                return Err(EnvError::Unsupported(format!(
+                    "the local backend cannot install the Debian packages {} translates to ({}); use --backend docker",
+                    e.source,
+                    e.translation.apt_packages.join(" ")
+                )));
+            }
+        }
         let mut h = Sha256::new();
         // Bumped whenever the way envs are built changes, so old envs are
         // not reused for a new recipe.
@@ -131,6 +161,9 @@ impl LocalBackend {
         h.update(python.to_string_lossy().as_bytes());
         if let Some(r) = &requirements {
             h.update(r.as_bytes());
+        }
+        if let Some(e) = &environment {
+            h.update(e.requirements_text().as_bytes());
         }
         let key = hex(&h.finalize())[..20].to_string();
         let dir = self.envs_root.join(&key);
@@ -166,15 +199,29 @@ impl LocalBackend {
         // installs of pyproject-only projects.
         // (<25.1: see the Docker env; the legacy editable fallback.)
         steps.push(pip(&["pip>=21.3,<25.1"]));
+        if !packages.requirements.is_empty() {
+            // conda's packages first, in a step of their own.
+            let first: Vec<&str> = packages.requirements.iter().map(String::as_str).collect();
+            steps.push(pip(&first));
+        }
         if let Some(text) = &requirements {
             let req_file = dir.with_extension("requirements.txt");
             std::fs::write(&req_file, super::filter_requirements(text))
                 .map_err(|e| EnvError::Other(e.to_string()))?;
             steps.push(pip(&["-r", &req_file.display().to_string()]));
         }
-        if !spec.pip_packages.is_empty() {
-            let pkgs: Vec<&str> = spec.pip_packages.iter().map(String::as_str).collect();
-            steps.push(pip(&pkgs));
+        let pins: Vec<&str> = spec.pip_packages.iter().map(String::as_str).collect();
+        if let Some(e) = &environment {
+            // One resolve with the pins, as in the docker env.
+            let env_file = dir.with_extension("environment.txt");
+            std::fs::write(&env_file, e.requirements_text())
+                .map_err(|e| EnvError::Other(e.to_string()))?;
+            let env_path = env_file.display().to_string();
+            let mut args = vec!["-r", env_path.as_str()];
+            args.extend(&pins);
+            steps.push(pip(&args));
+        } else if !pins.is_empty() {
+            steps.push(pip(&pins));
         }
         // Byte-compile everything now: the env is read-only during tests,
         // and packages installed the legacy way (no .pyc) would otherwise

@@ -8,13 +8,13 @@
 
 pub mod docker;
 pub mod local;
+mod setup_files;
 pub mod swarm;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::dataset::Instance;
-use crate::repo::RepoCache;
 use crate::spec::ResolvedSpec;
 
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +101,7 @@ pub struct Workspace {
 
 pub use docker::{DockerBackend, DockerEnv};
 pub use local::{LocalBackend, LocalEnv};
+pub use setup_files::{environment_for, filter_requirements, read_requirements, EnvFile};
 pub use swarm::{SwarmBackend, SwarmEnv};
 
 /// The backends patchgrade can run on.
@@ -274,99 +275,6 @@ pub fn placement_of(environment: &str) -> Option<&str> {
     environment.rsplit_once(" on node ").map(|(_, n)| n)
 }
 
-/// The requirements file as it is at the instance's environment setup
-/// commit, read from the mirror (never downloaded), with `-r` includes
-/// inlined (relative to the including file) as the reference does.
-pub fn read_requirements(
-    repos: &RepoCache,
-    inst: &Instance,
-    path: &str,
-) -> Result<String, EnvError> {
-    let commit = if inst.environment_setup_commit.is_empty() {
-        &inst.base_commit
-    } else {
-        &inst.environment_setup_commit
-    };
-    let mirror = repos
-        .ensure(&inst.repo, &[commit])
-        .map_err(|e| EnvError::Other(format!("reading {path}: {e}")))?;
-    let r = git2::Repository::open_bare(mirror).map_err(|e| EnvError::Other(e.to_string()))?;
-    let tree = git2::Oid::from_str(commit)
-        .and_then(|o| r.find_commit(o))
-        .and_then(|c| c.tree())
-        .map_err(|e| EnvError::Other(format!("requirements {path} at {commit}: {e}")))?;
-    let read = |p: &str| -> Result<String, EnvError> {
-        let blob = tree
-            .get_path(Path::new(p))
-            .and_then(|e| r.find_blob(e.id()))
-            .map_err(|e| EnvError::Other(format!("requirements {p} at {commit}: {e}")))?;
-        Ok(String::from_utf8_lossy(blob.content()).into_owned())
-    };
-    let mut out = String::new();
-    let mut stack = vec![(path.to_string(), 0usize)];
-    let mut seen = std::collections::BTreeSet::new();
-    while let Some((file, depth)) = stack.pop() {
-        if !seen.insert(file.clone()) {
-            continue;
-        }
-        let text = read(&file)?;
-        let dir = Path::new(&file)
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        for line in text.lines() {
-            let t = line.trim();
-            let include = t
-                .strip_prefix("--requirement")
-                .or_else(|| t.strip_prefix("-r"));
-            match include {
-                Some(rest) if depth < 4 => {
-                    let name = rest.trim_start_matches('=').trim();
-                    let joined = dir.join(name);
-                    // Normalise `a/../b` without touching the filesystem.
-                    let mut parts: Vec<&str> = Vec::new();
-                    for c in joined.to_str().unwrap_or(name).split('/') {
-                        match c {
-                            "" | "." => {}
-                            ".." => {
-                                parts.pop();
-                            }
-                            c => parts.push(c),
-                        }
-                    }
-                    stack.push((parts.join("/"), depth + 1));
-                }
-                _ => {
-                    out.push_str(line);
-                    out.push('\n');
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Drop lines the reference drops from requirements files: the project
-/// itself is installed by `install`, not from the requirements.
-pub fn filter_requirements(text: &str) -> String {
-    text.lines()
-        .filter(|l| {
-            let t = l.trim();
-            !(t.starts_with("-e .") || t.starts_with('#') || t.starts_with(".[test"))
-        })
-        // Not installable any more; the reference swaps the whole line.
-        .map(|l| {
-            if l.trim().starts_with("types-pkg_resources") {
-                "types-setuptools".to_string()
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
-}
-
 #[cfg(test)]
 mod placement_tests {
     use super::*;
@@ -376,51 +284,5 @@ mod placement_tests {
         let env = format!("image a:b sha256:1{}", placement_suffix("vm/abc"));
         assert_eq!(placement_of(&env), Some("vm/abc"));
         assert_eq!(placement_of("image a:b sha256:1"), None);
-    }
-}
-
-#[cfg(test)]
-mod requirements_tests {
-    use super::*;
-    use crate::repo::RepoSources;
-
-    #[test]
-    fn includes_are_inlined_and_unusable_lines_dropped() {
-        let d = tempfile::tempdir().unwrap();
-        let src = git2::Repository::init(d.path().join("mirrors/o__r")).unwrap();
-        let root = src.workdir().unwrap().to_owned();
-        std::fs::create_dir_all(root.join("reqs")).unwrap();
-        std::fs::write(
-            root.join("reqs/main.txt"),
-            "-r ./base.txt\n-e .\n# c\ntypes-pkg_resources==0.1.3\nrequests\n",
-        )
-        .unwrap();
-        std::fs::write(
-            root.join("reqs/base.txt"),
-            "--requirement=../top.txt\nsix\n",
-        )
-        .unwrap();
-        std::fs::write(root.join("top.txt"), "attrs\n").unwrap();
-        let mut idx = src.index().unwrap();
-        idx.add_all(["*"], git2::IndexAddOption::DEFAULT, None)
-            .unwrap();
-        let tree = src.find_tree(idx.write_tree().unwrap()).unwrap();
-        let sig = git2::Signature::now("t", "t@t").unwrap();
-        let c = src
-            .commit(Some("HEAD"), &sig, &sig, "m", &tree, &[])
-            .unwrap();
-        let repos = RepoCache::new(RepoSources {
-            cache: d.path().join("cache"),
-            mirror_dir: Some(d.path().join("mirrors")),
-            export_dirs: vec![],
-            url_template: String::new(),
-        });
-        let inst: Instance = serde_json::from_value(serde_json::json!({
-            "instance_id": "o__r-1", "repo": "o/r", "base_commit": c.to_string(), "version": "1"
-        }))
-        .unwrap();
-        let text = filter_requirements(&read_requirements(&repos, &inst, "reqs/main.txt").unwrap());
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines, ["types-setuptools", "requests", "six", "attrs"]);
     }
 }

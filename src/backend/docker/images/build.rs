@@ -11,7 +11,7 @@ use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuil
 use bollard::{body_full, body_try_stream};
 use futures_util::StreamExt;
 
-use super::plans::{base_plan, env_plan, instance_plan, ImagePlan, Root, TreeSource};
+use super::plans::{base_plan, env_plan, instance_plan, EnvInputs, ImagePlan, Root, TreeSource};
 use super::python::{python_image_name, python_plan};
 use super::{bootstrap_image, namespace_image, Suite, Tier, BOOTSTRAP_SCRIPT};
 use crate::backend::docker::{
@@ -19,7 +19,7 @@ use crate::backend::docker::{
 };
 use crate::backend::EnvError;
 use crate::dataset::Instance;
-use crate::spec::ResolvedSpec;
+use crate::spec::{ResolvedSpec, Spec};
 
 /// Limit on pulling a root image before falling back to debootstrap.
 const ROOT_PULL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -78,23 +78,12 @@ impl DockerBackend {
             Some(p) => self.ensure_python_image(p.clone(), &base.name).await?,
             None => base.name.clone(),
         };
-        let requirements = match &spec.requirements {
-            Some(path) => {
-                let (repos, inst2, path) = (self.repos.clone(), inst.clone(), path.clone());
-                let text = tokio::task::spawn_blocking(move || {
-                    crate::backend::read_requirements(&repos, &inst2, &path)
-                })
-                .await
-                .map_err(|e| EnvError::Infra(format!("requirements task: {e}")))??;
-                Some(crate::backend::filter_requirements(&text))
-            }
-            None => None,
-        };
+        let inputs = self.env_inputs(spec, inst).await?;
         let interp = python.as_ref().map(|p| &p.interp);
-        let env = env_plan(suite, interp, &parent, spec, requirements.as_deref());
+        let env = env_plan(suite, interp, &parent, spec, &inputs);
         self.ensure_built(&env).await?;
-        let tree = self.base_tree(inst).await?;
-        let plan = instance_plan(&env.name, &inst.instance_id, spec, tree);
+        let (tree, submodules) = self.base_tree(inst, spec).await?;
+        let plan = instance_plan(&env.name, &inst.instance_id, spec, tree, submodules);
         let (id, digest) = self.ensure_built(&plan).await?;
         Ok(DockerEnv {
             image: plan.name,
@@ -174,12 +163,65 @@ impl DockerBackend {
         })
     }
 
-    /// The base commit's tree in the mirror (no checkout needed).
-    async fn base_tree(&self, inst: &Instance) -> Result<TreeSource, EnvError> {
-        let (repos, repo, commit) = (
+    /// What the env image of `spec` reads from the mirrors for `inst`: the
+    /// requirements file and the conda environment file at the setup
+    /// commit, and the spec's source trees.
+    async fn env_inputs(&self, spec: &Spec, inst: &Instance) -> Result<EnvInputs, EnvError> {
+        let (repos, inst, spec) = (self.repos.clone(), inst.clone(), spec.clone());
+        tokio::task::spawn_blocking(move || {
+            let packages = crate::conda::translate_packages(&spec.conda_packages)
+                .map_err(|e| EnvError::Other(e.to_string()))?;
+            let requirements = match &spec.requirements {
+                Some(path) => Some(crate::backend::filter_requirements(
+                    &crate::backend::read_requirements(&repos, &inst, path)?,
+                )),
+                None => None,
+            };
+            let environment = crate::backend::environment_for(&repos, &inst, &spec)?;
+            let mut sources = Vec::new();
+            for (name, src) in &spec.sources {
+                let failed = |e: String| {
+                    EnvError::Other(format!(
+                        "source {name} ({} at {}): {e}; put a clone named {} in --mirror-dir",
+                        src.repo,
+                        src.commit,
+                        src.repo.replace('/', "__")
+                    ))
+                };
+                let mirror = repos
+                    .ensure(&src.repo, &[&src.commit])
+                    .map_err(|e| failed(e.to_string()))?;
+                let r = git2::Repository::open_bare(&mirror).map_err(|e| failed(e.to_string()))?;
+                let tree = git2::Oid::from_str(&src.commit)
+                    .and_then(|o| r.find_commit(o))
+                    .map(|c| c.tree_id())
+                    .map_err(|e| failed(e.to_string()))?;
+                sources.push((name.clone(), TreeSource { repo: mirror, tree }));
+            }
+            Ok(EnvInputs {
+                packages,
+                requirements,
+                environment,
+                sources,
+            })
+        })
+        .await
+        .map_err(|e| EnvError::Infra(format!("env inputs task: {e}")))?
+    }
+
+    /// The base commit's tree in the mirror (no checkout needed), and the
+    /// trees of the spec's submodules that the base tree records (each
+    /// from its own mirror, at the commit recorded).
+    async fn base_tree(
+        &self,
+        inst: &Instance,
+        spec: &Spec,
+    ) -> Result<(TreeSource, Vec<(String, TreeSource)>), EnvError> {
+        let (repos, repo, commit, wanted) = (
             self.repos.clone(),
             inst.repo.clone(),
             inst.base_commit.clone(),
+            spec.submodules.clone(),
         );
         tokio::task::spawn_blocking(move || {
             let mirror = repos
@@ -187,11 +229,50 @@ impl DockerBackend {
                 .map_err(|e| EnvError::Infra(e.to_string()))?;
             let r =
                 git2::Repository::open_bare(&mirror).map_err(|e| EnvError::Infra(e.to_string()))?;
-            let tree = git2::Oid::from_str(&commit)
+            let base = git2::Oid::from_str(&commit)
                 .and_then(|o| r.find_commit(o))
-                .map(|c| c.tree_id())
+                .and_then(|c| c.tree())
                 .map_err(|e| EnvError::Other(format!("base commit {commit} of {repo}: {e}")))?;
-            Ok(TreeSource { repo: mirror, tree })
+            let mut submodules = Vec::new();
+            for (path, sub_repo) in &wanted {
+                // A version without the submodule there has nothing to fill.
+                let Ok(entry) = base.get_path(Path::new(path)) else {
+                    continue;
+                };
+                if entry.kind() != Some(git2::ObjectType::Commit) {
+                    continue;
+                }
+                let at = entry.id().to_string();
+                let failed = |e: String| {
+                    EnvError::Other(format!(
+                        "submodule {path} ({sub_repo} at {at}): {e}; put a clone named {} in --mirror-dir",
+                        sub_repo.replace('/', "__")
+                    ))
+                };
+                let sub_mirror = repos
+                    .ensure(sub_repo, &[&at])
+                    .map_err(|e| failed(e.to_string()))?;
+                let sr = git2::Repository::open_bare(&sub_mirror)
+                    .map_err(|e| failed(e.to_string()))?;
+                let tree = sr
+                    .find_commit(entry.id())
+                    .map(|c| c.tree_id())
+                    .map_err(|e| failed(e.to_string()))?;
+                submodules.push((
+                    path.clone(),
+                    TreeSource {
+                        repo: sub_mirror,
+                        tree,
+                    },
+                ));
+            }
+            Ok((
+                TreeSource {
+                    repo: mirror,
+                    tree: base.id(),
+                },
+                submodules,
+            ))
         })
         .await
         .map_err(|e| EnvError::Infra(format!("tree task: {e}")))?

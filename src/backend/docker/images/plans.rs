@@ -9,7 +9,7 @@ use super::{activate_line, arch, name_part, tag_of, ImageError, Suite, Tier, TES
 use crate::backend::docker::archive::{append_dir, append_file, append_tree, TreeError};
 use crate::python::Interpreter;
 use crate::script::quote;
-use crate::spec::Spec;
+use crate::spec::{Spec, SOURCES_DIR};
 
 const BASE_DOCKERFILE: &str = include_str!("../../../../harness-scripts/docker/base.Dockerfile");
 const SETUP_BASE: &str = include_str!("../../../../harness-scripts/docker/setup_base.sh");
@@ -51,7 +51,9 @@ pub struct ImagePlan {
     pub name: String,
     pub dockerfile: String,
     pub files: Vec<ContextFile>,
-    pub tree: Option<TreeSource>,
+    /// Git trees sent in the context, each under its folder (`testbed` for
+    /// an instance's base tree, `sources/<name>` for a spec's sources).
+    pub trees: Vec<(String, TreeSource)>,
 }
 
 impl ImagePlan {
@@ -63,8 +65,10 @@ impl ImagePlan {
         keys: &[&[u8]],
         dockerfile: String,
         files: Vec<ContextFile>,
-        tree: Option<TreeSource>,
+        trees: Vec<(String, TreeSource)>,
     ) -> ImagePlan {
+        // The trees are in `keys` (their ids): the callers say how, so that
+        // the tags of images without extra trees stay what they were.
         let mut parts = keys.to_vec();
         parts.extend(files.iter().map(|f| f.data.as_slice()));
         let tag = tag_of(&parts);
@@ -73,7 +77,7 @@ impl ImagePlan {
             name: format!("{repository}:{tag}"),
             dockerfile,
             files,
-            tree,
+            trees,
         }
     }
 
@@ -98,15 +102,23 @@ impl ImagePlan {
         for f in &files {
             append_file(&mut b, &f.path, &f.data, f.mode).map_err(ImageError::Tar)?;
         }
-        if let Some(src) = &self.tree {
+        for (dir, src) in &self.trees {
             let what = || format!("tree {} in {}", src.tree, src.repo.display());
             let repo =
                 git2::Repository::open_bare(&src.repo).map_err(|source| ImageError::Git {
                     what: what(),
                     source,
                 })?;
-            append_dir(&mut b, "testbed").map_err(ImageError::Tar)?;
-            append_tree(&mut b, &repo, src.tree, "testbed").map_err(|e| match e {
+            let mut prefix = String::new();
+            for part in dir.split('/') {
+                prefix = if prefix.is_empty() {
+                    part.to_string()
+                } else {
+                    format!("{prefix}/{part}")
+                };
+                append_dir(&mut b, &prefix).map_err(ImageError::Tar)?;
+            }
+            append_tree(&mut b, &repo, src.tree, dir).map_err(|e| match e {
                 TreeError::Git(source) => ImageError::Git {
                     what: what(),
                     source,
@@ -149,8 +161,21 @@ pub fn base_plan(suite: Suite, root: &Root, ca: Option<&[u8]>) -> ImagePlan {
         &[root.id.as_bytes(), unnamed.as_bytes()],
         dockerfile,
         files,
-        None,
+        Vec::new(),
     )
+}
+
+/// What an env image installs besides the spec's own lists, read from the
+/// mirrors for one instance: the filtered requirements file, the translated
+/// conda environment file and the spec's source trees.
+#[derive(Debug, Clone, Default)]
+pub struct EnvInputs {
+    /// The spec's `conda_packages`, translated.
+    pub packages: crate::conda::Translation,
+    pub requirements: Option<String>,
+    pub environment: Option<crate::backend::EnvFile>,
+    /// `(name, tree)` per spec source, put at `SOURCES_DIR/<name>`.
+    pub sources: Vec<(String, TreeSource)>,
 }
 
 /// The env setup script: apt packages, then the spec's packages into the
@@ -160,19 +185,37 @@ pub fn setup_env_script(
     suite: Suite,
     python: Option<&Interpreter>,
     spec: &Spec,
-    has_requirements: bool,
+    inputs: &EnvInputs,
 ) -> String {
     let mut s = String::from(
         "#!/bin/bash\n# patchgrade env image setup (generated).\nset -euxo pipefail\n",
     );
+    if !inputs.sources.is_empty() {
+        // Kept in the image: pre_install copies from here.
+        let parent = SOURCES_DIR.rsplit_once('/').map_or("/", |(p, _)| p);
+        s.push_str(&format!(
+            "mkdir -p {parent}\nmv /root/patchgrade-env/sources {SOURCES_DIR}\n"
+        ));
+    }
     if let Some(p) = python {
         s.push_str(&format!(
             "{VENV}/bin/python -c 'import sys; v = \"%d.%d\" % sys.version_info[:2]; sys.exit(0 if v == {v:?} else \"the venv has Python \" + v + \", the env wants {v}\")'\n",
             v = p.version.to_string()
         ));
     }
-    if !spec.apt_packages.is_empty() {
-        let pkgs: Vec<String> = spec.apt_packages.iter().map(|p| quote(p)).collect();
+    let mut apt: Vec<&String> = spec.apt_packages.iter().collect();
+    for p in inputs.packages.apt_packages.iter().chain(
+        inputs
+            .environment
+            .iter()
+            .flat_map(|e| &e.translation.apt_packages),
+    ) {
+        if !apt.contains(&p) {
+            apt.push(p);
+        }
+    }
+    if !apt.is_empty() {
+        let pkgs: Vec<String> = apt.iter().map(|p| quote(p)).collect();
         s.push_str(&format!(
             "apt-get update -qq\napt-get install -y -qq --no-install-recommends {}\nrm -rf /var/lib/apt/lists/*\n",
             pkgs.join(" ")
@@ -180,11 +223,29 @@ pub fn setup_env_script(
     }
     if let Some(p) = python {
         s.push_str(&format!("source {VENV}/bin/activate\n"));
-        if has_requirements {
+        if !inputs.packages.requirements.is_empty() {
+            // conda's packages come first, in a step of their own.
+            let first: Vec<String> = inputs
+                .packages
+                .requirements
+                .iter()
+                .map(|p| quote(p))
+                .collect();
+            s.push_str(&format!("python -m pip install {}\n", first.join(" ")));
+        }
+        if inputs.requirements.is_some() {
             s.push_str("python -m pip install -r /root/patchgrade-env/requirements.txt\n");
         }
-        if !spec.pip_packages.is_empty() {
-            let pkgs: Vec<String> = spec.pip_packages.iter().map(|p| quote(p)).collect();
+        let pkgs: Vec<String> = spec.pip_packages.iter().map(|p| quote(p)).collect();
+        if inputs.environment.is_some() {
+            // One resolve for the environment file and the pins, so that
+            // what it picks fits the pins (the reference installs the pins
+            // over a solved conda env, which can leave it inconsistent).
+            s.push_str(&format!(
+                "python -m pip install -r /root/patchgrade-env/environment.txt {}\n",
+                pkgs.join(" ")
+            ));
+        } else if !pkgs.is_empty() {
             s.push_str(&format!("python -m pip install {}\n", pkgs.join(" ")));
         }
         // A symlink to the venv's python (tox-current-env runs the tests
@@ -213,14 +274,14 @@ pub fn setup_env_script(
 }
 
 /// The env image of a spec, on `parent`: the python image of `python`, or
-/// the base image for a spec without Python. `requirements` is the filtered
-/// requirements text read from the mirror at the environment setup commit.
+/// the base image for a spec without Python. `inputs` are what was read
+/// from the mirrors for it (see [`EnvInputs`]).
 pub fn env_plan(
     suite: Suite,
     python: Option<&Interpreter>,
     parent: &str,
     spec: &Spec,
-    requirements: Option<&str>,
+    inputs: &EnvInputs,
 ) -> ImagePlan {
     let mut dockerfile = ENV_DOCKERFILE.replace("{{base}}", parent);
     if let Some(p) = python {
@@ -229,19 +290,37 @@ pub fn env_plan(
     }
     let mut files = vec![ContextFile::new(
         "setup_env.sh",
-        setup_env_script(suite, python, spec, requirements.is_some()),
+        setup_env_script(suite, python, spec, inputs),
     )];
-    if let Some(r) = requirements {
-        files.push(ContextFile::new("requirements.txt", r));
+    if let Some(r) = &inputs.requirements {
+        files.push(ContextFile::new("requirements.txt", r.as_str()));
     }
+    if let Some(e) = &inputs.environment {
+        files.push(ContextFile::new("environment.txt", e.requirements_text()));
+    }
+    let trees: Vec<(String, TreeSource)> = inputs
+        .sources
+        .iter()
+        .map(|(name, t)| (format!("sources/{name}"), t.clone()))
+        .collect();
+    let tree_keys: String = trees
+        .iter()
+        .map(|(dir, t)| format!("{dir}={}\n", t.tree))
+        .collect();
     let py = python.map(|p| p.version.to_string()).unwrap_or_default();
+    // Tree ids only when there are trees: the tags of other env images stay
+    // what they were before sources existed.
+    let mut keys: Vec<&[u8]> = vec![dockerfile.as_bytes()];
+    if !tree_keys.is_empty() {
+        keys.push(tree_keys.as_bytes());
+    }
     ImagePlan::addressed(
         Tier::Env,
         format!("patchgrade.env.py{py}.{}.{}", arch(), suite.name()),
-        &[dockerfile.as_bytes()],
+        &keys,
         dockerfile.clone(),
         files,
-        None,
+        trees,
     )
 }
 
@@ -277,18 +356,30 @@ pub fn setup_repo_script(spec: &Spec) -> String {
     s
 }
 
-/// The instance image of one instance.
-pub fn instance_plan(env: &str, instance_id: &str, spec: &Spec, tree: TreeSource) -> ImagePlan {
+/// The instance image of one instance: the base tree at /testbed, and the
+/// spec's submodules filled from mirrors (`(path in the repository, tree)`).
+pub fn instance_plan(
+    env: &str,
+    instance_id: &str,
+    spec: &Spec,
+    tree: TreeSource,
+    submodules: Vec<(String, TreeSource)>,
+) -> ImagePlan {
     let dockerfile = INSTANCE_DOCKERFILE.replace("{{env}}", env);
     let files = vec![ContextFile::new("setup_repo.sh", setup_repo_script(spec))];
-    let tree_id = tree.tree.to_string();
+    let mut tree_id = tree.tree.to_string();
+    let mut trees = vec![("testbed".to_string(), tree)];
+    for (path, t) in submodules {
+        tree_id.push_str(&format!("\n{path}={}", t.tree));
+        trees.push((format!("testbed/{path}"), t));
+    }
     ImagePlan::addressed(
         Tier::Instance,
         format!("patchgrade.eval.{}.{}", arch(), name_part(instance_id)),
         &[dockerfile.as_bytes(), tree_id.as_bytes()],
         dockerfile.clone(),
         files,
-        Some(tree),
+        trees,
     )
 }
 
@@ -298,6 +389,13 @@ mod tests {
 
     fn spec(yaml: &str) -> Spec {
         serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    fn reqs(text: &str) -> EnvInputs {
+        EnvInputs {
+            requirements: Some(text.into()),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -338,18 +436,38 @@ mod tests {
         let s2 = spec(
             "python: '3.11'\npip_packages: [pytest==8.0]\ntest_cmd: pytest\nlog_parser: pytest\n",
         );
-        let e1 = env_plan(Suite::Bookworm, Some(&py), &a.name, &s1, None);
+        let e1 = env_plan(
+            Suite::Bookworm,
+            Some(&py),
+            &a.name,
+            &s1,
+            &EnvInputs::default(),
+        );
         assert_eq!(
             e1.name,
-            env_plan(Suite::Bookworm, Some(&py), &a.name, &s1, None).name
+            env_plan(
+                Suite::Bookworm,
+                Some(&py),
+                &a.name,
+                &s1,
+                &EnvInputs::default()
+            )
+            .name
         );
         assert_ne!(
             e1.name,
-            env_plan(Suite::Bookworm, Some(&py), &a.name, &s2, None).name
+            env_plan(
+                Suite::Bookworm,
+                Some(&py),
+                &a.name,
+                &s2,
+                &EnvInputs::default()
+            )
+            .name
         );
         assert_ne!(
             e1.name,
-            env_plan(Suite::Bookworm, Some(&py), &a.name, &s1, Some("six\n")).name
+            env_plan(Suite::Bookworm, Some(&py), &a.name, &s1, &reqs("six\n")).name
         );
         // The test command is not part of the env: specs differing only
         // there share env images.
@@ -358,8 +476,21 @@ mod tests {
         );
         assert_eq!(
             e1.name,
-            env_plan(Suite::Bookworm, Some(&py), &a.name, &s3, None).name
+            env_plan(
+                Suite::Bookworm,
+                Some(&py),
+                &a.name,
+                &s3,
+                &EnvInputs::default()
+            )
+            .name
         );
+        // Without an environment file or sources the tag is what it was
+        // before they existed: the Dockerfile and the context files.
+        let parts: Vec<&[u8]> = std::iter::once(e1.dockerfile.as_bytes())
+            .chain(e1.files.iter().map(|f| f.data.as_slice()))
+            .collect();
+        assert_eq!(e1.name.rsplit(':').next(), Some(tag_of(&parts).as_str()));
         assert!(e1.files[0].data.starts_with(b"#!/bin/bash"));
         assert!(String::from_utf8_lossy(&e1.files[0].data).contains("pip install 'pytest'"));
     }
@@ -375,7 +506,13 @@ mod tests {
         };
         let s = spec("python: '3.5'\npip_packages: [six]\ntest_cmd: t\nlog_parser: pytest\n");
         let copied = resolve("3.5", &search).unwrap();
-        let plan = env_plan(Suite::Bookworm, Some(&copied), "py:1", &s, None);
+        let plan = env_plan(
+            Suite::Bookworm,
+            Some(&copied),
+            "py:1",
+            &s,
+            &EnvInputs::default(),
+        );
         assert!(
             plan.name
                 .starts_with(&format!("patchgrade.env.py3.6.{}.bookworm:", arch())),
@@ -413,7 +550,13 @@ mod tests {
         assert!(script.contains("pip install 'six'"), "{script}");
         // The suite's python3: the same script through /usr/bin/python3.11.
         let suite = resolve("3.11", &search).unwrap();
-        let plan = env_plan(Suite::Bookworm, Some(&suite), "py:2", &s, None);
+        let plan = env_plan(
+            Suite::Bookworm,
+            Some(&suite),
+            "py:2",
+            &s,
+            &EnvInputs::default(),
+        );
         let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
         assert!(
             script.contains("sysdir=$('/usr/bin/python3.11' -c"),
@@ -421,10 +564,111 @@ mod tests {
         );
         // Without Python: no venv lines at all, on the base.
         let none = spec("test_cmd: t\nlog_parser: pytest\n");
-        let plan = env_plan(Suite::Bookworm, None, "base:1", &none, None);
+        let plan = env_plan(
+            Suite::Bookworm,
+            None,
+            "base:1",
+            &none,
+            &EnvInputs::default(),
+        );
         let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
         assert!(!script.contains(VENV), "{script}");
         assert!(plan.name.starts_with("patchgrade.env.py."), "{}", plan.name);
+    }
+
+    #[test]
+    fn an_environment_file_and_sources_go_into_the_env_image() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init_bare(d.path().join("ft.git")).unwrap();
+        let blob = repo.blob(b"int x;\n").unwrap();
+        let mut tb = repo.treebuilder(None).unwrap();
+        tb.insert("x.c", blob, 0o100644).unwrap();
+        let tree = tb.write().unwrap();
+        let py = crate::python::resolve("3.11", &Default::default()).unwrap();
+        let s = spec("python: '3.11'\napt_packages: [wget, libhdf5-dev]\npip_packages: [numpy==1.25.2]\ntest_cmd: t\nlog_parser: pytest\n");
+        let env = crate::conda::translate(
+            "environment.yml at c0ffee",
+            "dependencies: [hdf5, gtk4, pytest]\n",
+            &[],
+            &s.pip_packages,
+        )
+        .unwrap();
+        let inputs = EnvInputs {
+            packages: crate::conda::translate_packages(&["setuptools==38.2.4".into()]).unwrap(),
+            requirements: None,
+            environment: Some(crate::backend::EnvFile {
+                source: "environment.yml at c0ffee".into(),
+                translation: env,
+            }),
+            sources: vec![(
+                "ft-2.6.1".into(),
+                TreeSource {
+                    repo: d.path().join("ft.git"),
+                    tree,
+                },
+            )],
+        };
+        let plan = env_plan(Suite::Bookworm, Some(&py), "py:1", &s, &inputs);
+        let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
+        // The spec's apt packages, then the translation's not yet named.
+        assert!(
+            script.contains(
+                "--no-install-recommends 'wget' 'libhdf5-dev' 'libgtk-4-1' 'gir1.2-gtk-4.0'\n"
+            ),
+            "{script}"
+        );
+        // One resolve: the environment file with the pins.
+        assert!(
+            script.contains(
+                "python -m pip install -r /root/patchgrade-env/environment.txt 'numpy==1.25.2'\n"
+            ),
+            "{script}"
+        );
+        assert!(!script.contains("pip install 'numpy"), "{script}");
+        // conda's packages first, on their own.
+        let first = script
+            .find("python -m pip install 'setuptools==38.2.4'\n")
+            .expect(&script);
+        assert!(first < script.find("environment.txt").unwrap(), "{script}");
+        assert!(
+            script.contains(&format!("mv /root/patchgrade-env/sources {SOURCES_DIR}\n")),
+            "{script}"
+        );
+        let envtxt = plan
+            .files
+            .iter()
+            .find(|f| f.path == "environment.txt")
+            .unwrap();
+        let envtxt = String::from_utf8_lossy(&envtxt.data);
+        assert!(envtxt.ends_with("\npytest\n"), "{envtxt}");
+        let bytes = plan.context_tar().unwrap();
+        let mut ar = tar::Archive::new(bytes.as_slice());
+        let names: Vec<String> = ar
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .collect();
+        assert!(
+            names.iter().any(|n| n == "sources/ft-2.6.1/x.c"),
+            "{names:?}"
+        );
+        // Another source tree, another image.
+        let mut tb = repo.treebuilder(None).unwrap();
+        tb.insert("y.c", blob, 0o100644).unwrap();
+        let other = EnvInputs {
+            sources: vec![(
+                "ft-2.6.1".into(),
+                TreeSource {
+                    repo: d.path().join("ft.git"),
+                    tree: tb.write().unwrap(),
+                },
+            )],
+            ..inputs.clone()
+        };
+        assert_ne!(
+            plan.name,
+            env_plan(Suite::Bookworm, Some(&py), "py:1", &s, &other).name
+        );
     }
 
     #[test]
@@ -452,6 +696,7 @@ mod tests {
                 repo: d.path().join("m.git"),
                 tree,
             },
+            Vec::new(),
         );
         assert!(
             plan.name
@@ -505,7 +750,37 @@ mod tests {
                 repo: d.path().join("m.git"),
                 tree: other,
             },
+            Vec::new(),
         );
         assert_ne!(plan.name, plan2.name);
+        // A submodule filled from a mirror: its files under its path, and
+        // another image than the same base tree without it.
+        let plan3 = instance_plan(
+            "env:1",
+            "Acme__W-1",
+            &s,
+            TreeSource {
+                repo: d.path().join("m.git"),
+                tree,
+            },
+            vec![(
+                "vendor/helpers".into(),
+                TreeSource {
+                    repo: d.path().join("m.git"),
+                    tree: sub,
+                },
+            )],
+        );
+        assert_ne!(plan.name, plan3.name);
+        let bytes = plan3.context_tar().unwrap();
+        let mut ar = tar::Archive::new(bytes.as_slice());
+        let names: Vec<String> = ar
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .collect();
+        for want in ["testbed/a.py", "testbed/vendor/helpers/x.py"] {
+            assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+        }
     }
 }

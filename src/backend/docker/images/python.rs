@@ -317,7 +317,7 @@ pub fn python_plan(
         name: python_image_name(interp, base, manifest),
         dockerfile: python_dockerfile(interp, base),
         files,
-        tree: None,
+        trees: Vec::new(),
     })
 }
 
