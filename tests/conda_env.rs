@@ -164,25 +164,13 @@ versions:
             &p2p,
         )]),
     );
-    let out = w.sb.run(&[
-        "run",
-        "--dataset",
-        "dataset.jsonl",
-        "--predictions",
-        "gold",
-        "--run-id",
-        "conda",
-        "--backend",
-        "docker",
-        "--specs",
-        "specs",
-        "--mirror-dir",
-        "mirrors",
-        "--max-workers",
-        "1",
-        "--base-image",
-        "none",
-    ]);
+    let out = w.sb.run(
+        &[
+            docker_args("run", "gold", "conda"),
+            vec!["--max-workers", "1"],
+        ]
+        .concat(),
+    );
     assert!(out.status.success(), "{out:?}");
     let rec = w.sb.record("conda", "gold", "acme__widgets-1");
     assert_eq!(rec["outcome"], "resolved", "{rec:#}");
@@ -216,25 +204,13 @@ versions:
             .unwrap()
             .replace(&source, &"0".repeat(40)),
     );
-    let out = w.sb.run(&[
-        "run",
-        "--dataset",
-        "dataset.jsonl",
-        "--predictions",
-        "gold",
-        "--run-id",
-        "conda-missing",
-        "--backend",
-        "docker",
-        "--specs",
-        "specs",
-        "--mirror-dir",
-        "mirrors",
-        "--max-workers",
-        "1",
-        "--base-image",
-        "none",
-    ]);
+    let out = w.sb.run(
+        &[
+            docker_args("run", "gold", "conda-missing"),
+            vec!["--max-workers", "1"],
+        ]
+        .concat(),
+    );
     let rec = w.sb.record("conda-missing", "gold", "acme__widgets-1");
     assert_eq!(
         rec["outcome"], "environment_build_failed",

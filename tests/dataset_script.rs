@@ -69,25 +69,8 @@ fn row(w: &Widgets, id: &str, script: Option<&str>) -> Value {
 }
 
 fn run(w: &Widgets, run_id: &str, extra: &[&str]) -> std::process::Output {
-    let mut a = vec![
-        "run",
-        "--dataset",
-        "dataset.jsonl",
-        "--predictions",
-        "preds.jsonl",
-        "--run-id",
-        run_id,
-        "--backend",
-        "docker",
-        "--specs",
-        "specs",
-        "--mirror-dir",
-        "mirrors",
-        "--max-workers",
-        "2",
-        "--base-image",
-        "none",
-    ];
+    let mut a = docker_args("run", "preds.jsonl", run_id);
+    a.extend(["--max-workers", "2"]);
     a.extend_from_slice(extra);
     w.sb.run(&a)
 }

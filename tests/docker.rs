@@ -89,25 +89,8 @@ fn widgets(spec: &str) -> Widgets {
 
 impl Widgets {
     fn run(&self, run_id: &str, preds: &str, extra: &[&str]) -> std::process::Output {
-        let mut a = vec![
-            "run",
-            "--dataset",
-            "dataset.jsonl",
-            "--predictions",
-            preds,
-            "--run-id",
-            run_id,
-            "--backend",
-            "docker",
-            "--specs",
-            "specs",
-            "--mirror-dir",
-            "mirrors",
-            "--max-workers",
-            "2",
-            "--base-image",
-            "none",
-        ];
+        let mut a = docker_args("run", preds, run_id);
+        a.extend(["--max-workers", "2"]);
         a.extend_from_slice(extra);
         self.sb.run(&a)
     }

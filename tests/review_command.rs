@@ -290,23 +290,7 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
     );
     // The tests first, in the same run folder: review --resolved-only
     // reviews the two patches that resolve, not the wrong one.
-    let out = sb.run(&[
-        "run",
-        "--dataset",
-        "dataset.jsonl",
-        "--predictions",
-        "preds.jsonl",
-        "--run-id",
-        "rv",
-        "--backend",
-        "docker",
-        "--specs",
-        "specs",
-        "--mirror-dir",
-        "mirrors",
-        "--base-image",
-        "none",
-    ]);
+    let out = sb.run(&docker_args("run", "preds.jsonl", "rv"));
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(sb.outcome("rv", "agent", "review-1"), "resolved");
     assert_eq!(sb.outcome("rv", "wrong", "review-1"), "unresolved");
@@ -425,23 +409,7 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
 
     // `run` again on the same run id: nothing re-evaluated, and its table
     // now shows each evaluation's review (score, kinds) and the mean.
-    let out = sb.run(&[
-        "run",
-        "--dataset",
-        "dataset.jsonl",
-        "--predictions",
-        "preds.jsonl",
-        "--run-id",
-        "rv",
-        "--backend",
-        "docker",
-        "--specs",
-        "specs",
-        "--mirror-dir",
-        "mirrors",
-        "--base-image",
-        "none",
-    ]);
+    let out = sb.run(&docker_args("run", "preds.jsonl", "rv"));
     assert_eq!(out.status.code(), Some(0));
     let table = String::from_utf8_lossy(&out.stderr);
     let row = |model: &str| -> String {
@@ -475,22 +443,8 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
     let (url, seen) = judge_server();
     let judged = |run_id: &str| {
         let out = std::process::Command::new(bin())
+            .args(docker_args("review", "preds.jsonl", run_id))
             .args([
-                "review",
-                "--dataset",
-                "dataset.jsonl",
-                "--predictions",
-                "preds.jsonl",
-                "--run-id",
-                run_id,
-                "--backend",
-                "docker",
-                "--specs",
-                "specs",
-                "--mirror-dir",
-                "mirrors",
-                "--base-image",
-                "none",
                 "--judge-url",
                 &url,
                 "--judge-model",

@@ -218,6 +218,29 @@ pub fn instance(
     })
 }
 
+/// `COMMAND` over the sandbox's dataset.jsonl, specs/ and mirrors/ on the
+/// Docker backend, the base image bootstrapped (`--base-image none`): the
+/// arguments every Docker test starts from.
+pub fn docker_args<'a>(command: &'a str, preds: &'a str, run_id: &'a str) -> Vec<&'a str> {
+    vec![
+        command,
+        "--dataset",
+        "dataset.jsonl",
+        "--predictions",
+        preds,
+        "--run-id",
+        run_id,
+        "--backend",
+        "docker",
+        "--specs",
+        "specs",
+        "--mirror-dir",
+        "mirrors",
+        "--base-image",
+        "none",
+    ]
+}
+
 pub fn jsonl(rows: &[Value]) -> String {
     rows.iter().map(|r| r.to_string() + "\n").collect()
 }
