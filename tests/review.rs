@@ -9,6 +9,7 @@ use patchgrade::review::complexity;
 use patchgrade::review::lines::parse_diff;
 use patchgrade::review::lint::{self, LintFinding, RUFF_VERSION};
 
+mod common;
 #[path = "review/judge.rs"]
 mod judge;
 

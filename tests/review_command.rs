@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
@@ -28,24 +28,13 @@ fn judge_server() -> (String, Arc<Mutex<Vec<Option<String>>>>) {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { return };
             let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let (mut len, mut auth, mut line) = (0usize, None, String::new());
-            reader.read_line(&mut line).unwrap();
-            loop {
-                let mut h = String::new();
-                reader.read_line(&mut h).unwrap();
-                let h = h.trim_end();
-                if h.is_empty() {
-                    break;
-                }
-                let (k, v) = h.split_once(':').unwrap();
-                match k.to_ascii_lowercase().as_str() {
-                    "content-length" => len = v.trim().parse().unwrap(),
-                    "authorization" => auth = Some(v.trim().to_string()),
-                    _ => {}
-                }
-            }
-            let mut req = vec![0; len];
-            reader.read_exact(&mut req).unwrap();
+            let Some(HttpRequest {
+                authorization: auth,
+                ..
+            }) = read_http_request(&mut reader)
+            else {
+                return;
+            };
             seen2.lock().unwrap().push(auth);
             let mut out = conn;
             let _ = write!(

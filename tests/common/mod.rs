@@ -241,6 +241,44 @@ pub fn docker_args<'a>(command: &'a str, preds: &'a str, run_id: &'a str) -> Vec
     ]
 }
 
+/// One HTTP/1.1 request read from a test server's connection: the request
+/// line, the `Authorization` header and the body (by `Content-Length`);
+/// None when the client closed without sending one.
+pub struct HttpRequest {
+    pub line: String,
+    pub authorization: Option<String>,
+    pub body: Vec<u8>,
+}
+
+pub fn read_http_request(reader: &mut impl std::io::BufRead) -> Option<HttpRequest> {
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return None;
+    }
+    let (mut len, mut authorization) = (0usize, None);
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h).unwrap();
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (name, value) = h.split_once(':').unwrap();
+        match name.to_ascii_lowercase().as_str() {
+            "content-length" => len = value.trim().parse().unwrap(),
+            "authorization" => authorization = Some(value.trim().to_string()),
+            _ => {}
+        }
+    }
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).unwrap();
+    Some(HttpRequest {
+        line,
+        authorization,
+        body,
+    })
+}
+
 pub fn jsonl(rows: &[Value]) -> String {
     rows.iter().map(|r| r.to_string() + "\n").collect()
 }

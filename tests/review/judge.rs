@@ -3,7 +3,7 @@
 //! of its script (tests/fixtures/review/judge/, chat-completions JSON in the
 //! OpenAI format), optionally after a delay. No real model runs.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -81,28 +81,14 @@ impl Server {
 
 fn serve(conn: TcpStream, script: &Mutex<std::vec::IntoIter<Answer>>, rec: &Mutex<Vec<Received>>) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let mut request_line = String::new();
-    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+    let Some(crate::common::HttpRequest {
+        line: request_line,
+        authorization,
+        body,
+    }) = crate::common::read_http_request(&mut reader)
+    else {
         return;
-    }
-    let mut len = 0usize;
-    let mut authorization = None;
-    loop {
-        let mut h = String::new();
-        reader.read_line(&mut h).unwrap();
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        let (name, value) = h.split_once(':').unwrap();
-        match name.to_ascii_lowercase().as_str() {
-            "content-length" => len = value.trim().parse().unwrap(),
-            "authorization" => authorization = Some(value.trim().to_string()),
-            _ => {}
-        }
-    }
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body).unwrap();
+    };
     rec.lock().unwrap().push(Received {
         path: request_line
             .split_whitespace()
