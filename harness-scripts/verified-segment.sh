@@ -7,7 +7,8 @@
 # results are reused and running a segment again continues it. Each one is
 # wrapped in /usr/bin/time -v (peak RSS) and appends a line to
 # $ROOT/segments.tsv: name, start, end, wall seconds, peak RSS (KiB), exit
-# code, instances, load average at start and end, free disk at the end.
+# code, instances, load average at start and end, free disk at the end,
+# patchgrade's own peak RSS (KiB, VmHWM sampled each second).
 #
 # Environment (defaults in brackets):
 #   PATCHGRADE  the binary [target/debug/patchgrade]
@@ -53,15 +54,28 @@ set +e
     --predictions "${PREDICTIONS:-gold}" --run-id "$run_id" --backend docker \
     --mirror-dir "$MIRRORS" --log-dir "$ROOT/logs" --report-dir "$ROOT" \
     --cache-dir "$ROOT/cache" --max-workers "${WORKERS:-1}" "${specs[@]}" "$@" \
-    --instance-ids "${ids[@]}" >"$log" 2>&1
+    --instance-ids "${ids[@]}" >"$log" 2>&1 &
+timer=$!
+# time -v's figure is the largest of patchgrade and every child it waited
+# for (git clone, bootstrap scripts); VmHWM is patchgrade's own peak.
+own=0
+while kill -0 "$timer" 2>/dev/null; do
+    pid=$(pgrep -P "$timer" | head -1 || true)
+    if [ -n "$pid" ]; then
+        hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+        [ -n "$hwm" ] && own=$hwm
+    fi
+    sleep 1
+done
+wait "$timer"
 rc=$?
 set -e
 t1=$(date +%s)
 rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$log.time")
 free=$(df -P / | awk 'NR == 2 {print $4}')
-printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" \
+printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" \
     "$(date -u -d @"$t0" +%FT%TZ)" "$(date -u -d @"$t1" +%FT%TZ)" $((t1 - t0)) \
-    "$rss" "$rc" "${#ids[@]}" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)" "${free}K" \
+    "$rss" "$rc" "${#ids[@]}" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)" "${free}K" "$own" \
     >>"$ROOT/segments.tsv"
-echo "segment $name: exit $rc, $((t1 - t0)) s, peak RSS ${rss} KiB; log $log"
+echo "segment $name: exit $rc, $((t1 - t0)) s, peak RSS ${rss} KiB (patchgrade alone ${own} KiB); log $log"
 exit "$rc"
