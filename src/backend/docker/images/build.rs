@@ -83,10 +83,24 @@ impl DockerBackend {
         let env = env_plan(suite, interp, &parent, spec, &inputs);
         self.ensure_built(&env).await?;
         let (tree, submodules) = self.base_tree(inst, spec).await?;
-        let plan = instance_plan(&env.name, &inst.instance_id, spec, tree, submodules);
-        let (id, digest) = self.ensure_built(&plan).await?;
+        let anchor = match submodules.is_empty() {
+            true => self.snapshot_anchor(inst, &tree).await?,
+            // Submodule trees come from other mirrors: sent whole.
+            false => None,
+        };
+        let (image, (id, digest)) = match anchor {
+            Some(anchor) => {
+                self.delta_instance(&env.name, inst, spec, tree, anchor)
+                    .await?
+            }
+            None => {
+                let plan = instance_plan(&env.name, &inst.instance_id, spec, tree, submodules);
+                let built = self.ensure_built(&plan).await?;
+                (plan.name, built)
+            }
+        };
         Ok(DockerEnv {
-            image: plan.name,
+            image,
             id,
             digest,
             python: interp.cloned(),
@@ -207,75 +221,6 @@ impl DockerBackend {
         })
         .await
         .map_err(|e| EnvError::Infra(format!("env inputs task: {e}")))?
-    }
-
-    /// The base commit's tree in the mirror (no checkout needed), and the
-    /// trees of the spec's submodules that the base tree records (each
-    /// from its own mirror, at the commit recorded).
-    async fn base_tree(
-        &self,
-        inst: &Instance,
-        spec: &Spec,
-    ) -> Result<(TreeSource, Vec<(String, TreeSource)>), EnvError> {
-        let (repos, repo, commit, wanted) = (
-            self.repos.clone(),
-            inst.repo.clone(),
-            inst.base_commit.clone(),
-            spec.submodules.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            let mirror = repos
-                .ensure(&repo, &[&commit])
-                .map_err(|e| EnvError::Infra(e.to_string()))?;
-            let r =
-                git2::Repository::open_bare(&mirror).map_err(|e| EnvError::Infra(e.to_string()))?;
-            let base = git2::Oid::from_str(&commit)
-                .and_then(|o| r.find_commit(o))
-                .and_then(|c| c.tree())
-                .map_err(|e| EnvError::Other(format!("base commit {commit} of {repo}: {e}")))?;
-            let mut submodules = Vec::new();
-            for (path, sub_repo) in &wanted {
-                // A version without the submodule there has nothing to fill.
-                let Ok(entry) = base.get_path(Path::new(path)) else {
-                    continue;
-                };
-                if entry.kind() != Some(git2::ObjectType::Commit) {
-                    continue;
-                }
-                let at = entry.id().to_string();
-                let failed = |e: String| {
-                    EnvError::Other(format!(
-                        "submodule {path} ({sub_repo} at {at}): {e}; put a clone named {} in --mirror-dir",
-                        sub_repo.replace('/', "__")
-                    ))
-                };
-                let sub_mirror = repos
-                    .ensure(sub_repo, &[&at])
-                    .map_err(|e| failed(e.to_string()))?;
-                let sr = git2::Repository::open_bare(&sub_mirror)
-                    .map_err(|e| failed(e.to_string()))?;
-                let tree = sr
-                    .find_commit(entry.id())
-                    .map(|c| c.tree_id())
-                    .map_err(|e| failed(e.to_string()))?;
-                submodules.push((
-                    path.clone(),
-                    TreeSource {
-                        repo: sub_mirror,
-                        tree,
-                    },
-                ));
-            }
-            Ok((
-                TreeSource {
-                    repo: mirror,
-                    tree: base.id(),
-                },
-                submodules,
-            ))
-        })
-        .await
-        .map_err(|e| EnvError::Infra(format!("tree task: {e}")))?
     }
 
     /// The root image of a suite: `--base-image` from the engine or a
@@ -424,7 +369,7 @@ impl DockerBackend {
 
     /// The image of `plan`, built unless it exists (and `--force-rebuild`
     /// did not ask for a fresh one). Concurrent callers wait for one build.
-    async fn ensure_built(
+    pub(super) async fn ensure_built(
         &self,
         plan: &ImagePlan,
     ) -> Result<(String, Option<String>), DockerError> {
@@ -435,7 +380,7 @@ impl DockerBackend {
 
     /// The image `name` of `tier`, built from the plan `make` gives unless
     /// it exists; `make` runs only when a build is due.
-    async fn ensure_named<F, Fut>(
+    pub(super) async fn ensure_named<F, Fut>(
         &self,
         tier: Tier,
         name: &str,

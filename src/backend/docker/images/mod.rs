@@ -14,8 +14,12 @@
 //! - **env**: the python image (the base for specs without Python) + the
 //!   spec's apt packages, and its requirements (read from the mirror) and
 //!   pip packages in the venv.
+//! - **snapshot** (in the env tier): env + an older commit's tree at
+//!   `/testbed`, shared by the instances of nearby base commits
+//!   ([`snapshot`]).
 //! - **instance**: env + the base commit's tree at `/testbed` as a one-commit
-//!   repository, `pre_install` and `install` run, then a setup commit.
+//!   repository, `pre_install` and `install` run, then a setup commit; over
+//!   a snapshot, only the differences are sent and stored.
 //!
 //! Every tag is a hash of what built the image (its Dockerfile, scripts,
 //! files and parent image), so a changed spec makes a new image and an
@@ -27,8 +31,10 @@
 //! finds, pulls, bootstraps or builds them on the engine.
 
 pub mod build;
+mod instance;
 pub mod plans;
 pub mod python;
+pub mod snapshot;
 
 use sha2::{Digest, Sha256};
 
@@ -183,7 +189,7 @@ pub fn tier_of(name: &str) -> Option<Tier> {
     let last = name.rsplit('/').next().unwrap_or(name);
     if last.starts_with("patchgrade.root.") || last.starts_with("patchgrade.base.") {
         Some(Tier::Base)
-    } else if last.starts_with("patchgrade.env.") {
+    } else if last.starts_with("patchgrade.env.") || last.starts_with("patchgrade.snap.") {
         Some(Tier::Env)
     } else if last.starts_with("patchgrade.eval.") || last.starts_with("sweb.eval.") {
         Some(Tier::Instance)
@@ -222,6 +228,10 @@ mod tests {
         );
         assert_eq!(
             tier_of("patchgrade.env.py.x86_64.bookworm:abc"),
+            Some(Tier::Env)
+        );
+        assert_eq!(
+            tier_of("patchgrade.snap.x86_64.acme__w:abc"),
             Some(Tier::Env)
         );
         assert_eq!(tier_of("debian:bookworm-slim"), None);

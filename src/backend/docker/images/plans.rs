@@ -5,8 +5,11 @@
 use std::path::PathBuf;
 
 use super::python::label_lines;
+use super::snapshot::{TreeDelta, Write, SNAPSHOT_OBJECTS};
 use super::{activate_line, arch, name_part, tag_of, ImageError, Suite, Tier, TESTBED, VENV};
-use crate::backend::docker::archive::{append_dir, append_file, append_tree, TreeError};
+use crate::backend::docker::archive::{
+    append_dir, append_file, append_symlink, append_tree, TreeError,
+};
 use crate::python::Interpreter;
 use crate::script::quote;
 use crate::spec::{Spec, SOURCES_DIR};
@@ -16,6 +19,10 @@ const SETUP_BASE: &str = include_str!("../../../../harness-scripts/docker/setup_
 const ENV_DOCKERFILE: &str = include_str!("../../../../harness-scripts/docker/env.Dockerfile");
 const INSTANCE_DOCKERFILE: &str =
     include_str!("../../../../harness-scripts/docker/instance.Dockerfile");
+const SNAPSHOT_DOCKERFILE: &str =
+    include_str!("../../../../harness-scripts/docker/snapshot.Dockerfile");
+const DELTA_DOCKERFILE: &str =
+    include_str!("../../../../harness-scripts/docker/instance-delta.Dockerfile");
 
 /// A file of a build context besides the Dockerfile.
 #[derive(Debug, Clone)]
@@ -43,6 +50,15 @@ pub struct TreeSource {
     pub tree: git2::Oid,
 }
 
+/// Single files of a git repository sent under `dir` in a build context:
+/// an instance image's changes over its snapshot.
+#[derive(Debug, Clone)]
+pub struct BlobFiles {
+    pub repo: PathBuf,
+    pub dir: String,
+    pub files: Vec<Write>,
+}
+
 /// Everything needed to build one image.
 #[derive(Debug, Clone)]
 pub struct ImagePlan {
@@ -54,6 +70,8 @@ pub struct ImagePlan {
     /// Git trees sent in the context, each under its folder (`testbed` for
     /// an instance's base tree, `sources/<name>` for a spec's sources).
     pub trees: Vec<(String, TreeSource)>,
+    /// Files picked from a repository (not whole trees).
+    pub blobs: Option<BlobFiles>,
 }
 
 impl ImagePlan {
@@ -78,6 +96,7 @@ impl ImagePlan {
             dockerfile,
             files,
             trees,
+            blobs: None,
         }
     }
 
@@ -126,8 +145,69 @@ impl ImagePlan {
                 TreeError::Io(e) => ImageError::Tar(e),
             })?;
         }
+        if let Some(blobs) = &self.blobs {
+            append_blobs(&mut b, blobs)?;
+        }
         b.into_inner().map_err(ImageError::Tar)
     }
+
+    /// The instance plan of [`delta_instance_plan`] completed with what its
+    /// build sends: the delete list, the files and the missing objects.
+    /// Its name does not change: the snapshot's name and the base tree's id
+    /// already determine all three.
+    pub fn with_delta(mut self, repo: PathBuf, delta: TreeDelta, pack: Vec<u8>) -> ImagePlan {
+        self.files
+            .push(ContextFile::new("delete.list", delta.delete_list()));
+        self.files.push(ContextFile::new("objects.pack", pack));
+        self.blobs = Some(BlobFiles {
+            repo,
+            dir: "testbed".into(),
+            files: delta.write,
+        });
+        self
+    }
+}
+
+/// `blobs.files` under `blobs.dir`, each with its folders (git keeps no
+/// folder entries: they get the usual 0755).
+fn append_blobs<W: std::io::Write>(
+    b: &mut tar::Builder<W>,
+    blobs: &BlobFiles,
+) -> Result<(), ImageError> {
+    let git = |source| ImageError::Git {
+        what: format!("files of {}", blobs.repo.display()),
+        source,
+    };
+    let repo = git2::Repository::open_bare(&blobs.repo).map_err(git)?;
+    let mut dirs = std::collections::HashSet::new();
+    append_dir(b, &blobs.dir).map_err(ImageError::Tar)?;
+    for f in &blobs.files {
+        let path = format!("{}/{}", blobs.dir, f.path);
+        let mut parent = blobs.dir.clone();
+        if let Some((folders, _)) = f.path.rsplit_once('/') {
+            for part in folders.split('/') {
+                parent = format!("{parent}/{part}");
+                if dirs.insert(parent.clone()) {
+                    append_dir(b, &parent).map_err(ImageError::Tar)?;
+                }
+            }
+        }
+        if f.mode == 0o160000 {
+            append_dir(b, &path).map_err(ImageError::Tar)?;
+            continue;
+        }
+        let blob = repo.find_blob(f.blob).map_err(git)?;
+        match f.mode {
+            0o120000 => {
+                let target = String::from_utf8_lossy(blob.content()).into_owned();
+                append_symlink(b, &path, std::path::Path::new(&target))
+            }
+            0o100755 => append_file(b, &path, blob.content(), 0o755),
+            _ => append_file(b, &path, blob.content(), 0o644),
+        }
+        .map_err(ImageError::Tar)?;
+    }
+    Ok(())
 }
 
 /// The root image a base is built from (pulled or bootstrapped).
@@ -326,12 +406,34 @@ pub fn env_plan(
 
 /// The repo setup script of instance images.
 pub fn setup_repo_script(spec: &Spec) -> String {
+    // The tree as one commit: no history, nothing newer than the base.
+    setup_repo_with(
+        spec,
+        "git init -q\ngit add -A -f\ngit commit -q --no-verify --allow-empty -m 'patchgrade base tree'\n",
+    )
+}
+
+/// The repo setup script of an instance image over a snapshot: the same
+/// one-commit repository, its objects the pack sent plus the snapshot's
+/// (an alternate, so `git add` rewrites none of them), `tree` its commit's.
+pub fn setup_delta_repo_script(spec: &Spec, tree: git2::Oid) -> String {
+    setup_repo_with(
+        spec,
+        &format!(
+            "git init -q\ngit config gc.auto 0\necho {SNAPSHOT_OBJECTS} > .git/objects/info/alternates\n\
+             git index-pack --stdin < /root/objects.pack > /dev/null\n\
+             git update-ref HEAD \"$(git commit-tree {tree} -m 'patchgrade base tree')\"\n\
+             git reset -q\n"
+        ),
+    )
+}
+
+fn setup_repo_with(spec: &Spec, make_repo: &str) -> String {
     let mut s = String::from(
         "#!/bin/bash\n# patchgrade instance image setup (generated).\nset -euxo pipefail\n",
     );
     s.push_str(&format!("cd {TESTBED}\n"));
-    // The tree as one commit: no history, nothing newer than the base.
-    s.push_str("git init -q\ngit add -A -f\ngit commit -q --no-verify --allow-empty -m 'patchgrade base tree'\n");
+    s.push_str(make_repo);
     s.push_str("set +u\n");
     s.push_str(&activate_line());
     s.push_str("\nset -u\n");
@@ -380,6 +482,52 @@ pub fn instance_plan(
         dockerfile.clone(),
         files,
         trees,
+    )
+}
+
+/// The snapshot image of `repo` at tree `anchor` on `env` (see
+/// [`super::snapshot`]); kept and evicted with the env tier.
+pub fn snapshot_plan(env: &str, repo: &str, anchor: TreeSource) -> ImagePlan {
+    let parent = SNAPSHOT_OBJECTS.rsplit_once('/').map_or("/", |(p, _)| p);
+    let dockerfile = SNAPSHOT_DOCKERFILE
+        .replace("{{env}}", env)
+        .replace("{{objects_parent}}", parent)
+        .replace("{{objects}}", SNAPSHOT_OBJECTS);
+    let tree_id = anchor.tree.to_string();
+    ImagePlan::addressed(
+        Tier::Env,
+        format!(
+            "patchgrade.snap.{}.{}",
+            arch(),
+            name_part(&repo.replace('/', "__"))
+        ),
+        &[dockerfile.as_bytes(), tree_id.as_bytes()],
+        dockerfile.clone(),
+        Vec::new(),
+        vec![("testbed".to_string(), anchor)],
+    )
+}
+
+/// The instance image of one instance over `snapshot`, named but without
+/// its changes: [`ImagePlan::with_delta`] adds them when it is built.
+pub fn delta_instance_plan(
+    snapshot: &str,
+    instance_id: &str,
+    spec: &Spec,
+    tree: git2::Oid,
+) -> ImagePlan {
+    let dockerfile = DELTA_DOCKERFILE.replace("{{snapshot}}", snapshot);
+    let files = vec![ContextFile::new(
+        "setup_repo.sh",
+        setup_delta_repo_script(spec, tree),
+    )];
+    ImagePlan::addressed(
+        Tier::Instance,
+        format!("patchgrade.eval.{}.{}", arch(), name_part(instance_id)),
+        &[dockerfile.as_bytes()],
+        dockerfile.clone(),
+        files,
+        Vec::new(),
     )
 }
 

@@ -318,6 +318,7 @@ pub fn python_plan(
         dockerfile: python_dockerfile(interp, base),
         files,
         trees: Vec::new(),
+        blobs: None,
     })
 }
 

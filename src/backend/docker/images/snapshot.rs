@@ -1,0 +1,210 @@
+//! Instance images as a delta over a shared snapshot of their repository.
+//!
+//! A whole base tree per instance image (django: 36 MiB of files and 15 MiB
+//! of git objects) made the instance tier most of the image set. Instances
+//! whose base commits are close share one **snapshot** image (env + the
+//! tree of an older commit at `/testbed`, its objects packed under
+//! [`SNAPSHOT_OBJECTS`]), and each instance image adds only what differs:
+//! the paths to delete, the files that changed, and a pack of the base
+//! tree's objects the snapshot lacks. Its `/testbed` is the same one-commit
+//! repository as before (the snapshot's objects reached through git's
+//! alternates, never through a ref).
+//!
+//! The snapshot's commit, the **anchor**, is the newest first-parent
+//! ancestor of the base commit committed before the 91-day window the base
+//! commit falls in. Being an ancestor, it holds nothing newer than the base
+//! (no future code in the image, even unreachable); being fixed per window,
+//! base commits of the same window and branch share it.
+//!
+//! Plain git2 code; [`super::build`] decides when to use it.
+
+use std::collections::{BTreeSet, HashSet};
+
+use git2::{Delta, DiffOptions, ObjectType, Oid, Repository, Tree};
+
+/// Where a snapshot image keeps its git objects (an alternate of every
+/// instance repository built on it).
+pub const SNAPSHOT_OBJECTS: &str = "/opt/patchgrade/snapshot-objects";
+
+/// The window anchors are chosen by: base commits of one window share one.
+pub const WINDOW_SECS: i64 = 91 * 24 * 3600;
+
+/// At most this many first-parent steps back to the anchor; a longer walk
+/// (a window with that many commits) gives no anchor.
+const MAX_WALK: usize = 20_000;
+
+/// The snapshot commit of `base`: its newest first-parent ancestor committed
+/// before `base`'s window began. None when the history (as the mirror has
+/// it) starts inside the window.
+pub fn anchor(repo: &Repository, base: Oid) -> Result<Option<Oid>, git2::Error> {
+    let mut c = repo.find_commit(base)?;
+    let start = c.time().seconds().div_euclid(WINDOW_SECS) * WINDOW_SECS;
+    for _ in 0..MAX_WALK {
+        if c.time().seconds() < start {
+            return Ok(Some(c.id()));
+        }
+        c = match c.parent(0) {
+            Ok(p) => p,
+            // A root, or a parent the mirror does not have.
+            Err(_) => return Ok(None),
+        };
+    }
+    Ok(None)
+}
+
+/// One file of the base tree an instance image writes over the snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    /// Path in the repository.
+    pub path: String,
+    pub blob: Oid,
+    /// Git file mode: 0o100644, 0o100755, 0o120000 (symlink), 0o160000
+    /// (submodule: an empty folder, as in a checkout without it).
+    pub mode: u32,
+}
+
+/// What turns the snapshot's tree into the base tree.
+#[derive(Debug, Default, Clone)]
+pub struct TreeDelta {
+    /// Removed first (`rm -rf`): paths gone, and paths whose type changes
+    /// (a file becoming a folder or a symlink, and the reverse). A folder
+    /// that disappears is one entry.
+    pub delete: Vec<String>,
+    /// Then written: added and modified files (content or mode).
+    pub write: Vec<Write>,
+}
+
+impl TreeDelta {
+    /// The delete list as the instance image reads it: NUL-separated.
+    pub fn delete_list(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for p in &self.delete {
+            out.extend_from_slice(p.as_bytes());
+            out.push(0);
+        }
+        out
+    }
+}
+
+/// The delta from tree `from` (the snapshot's) to tree `to` (the base's).
+/// Paths that are not UTF-8 are left out, as [`super::super::archive`]
+/// leaves them out of whole trees.
+pub fn tree_delta(repo: &Repository, from: Oid, to: Oid) -> Result<TreeDelta, git2::Error> {
+    let (old, new) = (repo.find_tree(from)?, repo.find_tree(to)?);
+    let mut opts = DiffOptions::new();
+    // A file that becomes a folder (or the reverse) shows as the file
+    // deleted and the folder's files added: both removed first below.
+    opts.include_typechange(true);
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))?;
+    let mut delete = BTreeSet::new();
+    let mut write = Vec::new();
+    for d in diff.deltas() {
+        let (o, n) = (d.old_file(), d.new_file());
+        match d.status() {
+            Delta::Deleted => {
+                if let Some(p) = o.path().and_then(|p| p.to_str()) {
+                    delete.insert(topmost_gone(&new, p));
+                }
+            }
+            Delta::Added | Delta::Modified | Delta::Typechange => {
+                let Some(p) = n.path().and_then(|p| p.to_str()) else {
+                    continue;
+                };
+                if d.status() == Delta::Typechange {
+                    delete.insert(p.to_string());
+                }
+                write.push(Write {
+                    path: p.to_string(),
+                    blob: n.id(),
+                    mode: u32::from(n.mode()),
+                });
+            }
+            _ => {}
+        }
+    }
+    // A folder removed whole is removed once.
+    let delete: Vec<String> = delete
+        .iter()
+        .filter(|p| !ancestors(p).any(|a| delete.contains(a)))
+        .cloned()
+        .collect();
+    Ok(TreeDelta { delete, write })
+}
+
+/// The shallowest ancestor folder of `path` that `tree` no longer has (the
+/// whole folder goes), else `path` itself.
+fn topmost_gone(tree: &Tree, path: &str) -> String {
+    let mut dirs: Vec<&str> = ancestors(path).collect();
+    dirs.reverse();
+    for dir in dirs {
+        let present = tree
+            .get_path(std::path::Path::new(dir))
+            .map(|e| e.kind() == Some(ObjectType::Tree))
+            .unwrap_or(false);
+        if !present {
+            return dir.to_string();
+        }
+    }
+    path.to_string()
+}
+
+/// `a/b/c` -> `a/b`, `a`.
+fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    let mut rest = path;
+    std::iter::from_fn(move || {
+        let (parent, _) = rest.rsplit_once('/')?;
+        rest = parent;
+        Some(parent)
+    })
+}
+
+/// A pack of the objects of tree `to` (trees and blobs) that tree `from`
+/// does not hold: with `from`'s objects as an alternate, the base tree is
+/// complete. Not thin: every delta's base is in the pack.
+pub fn missing_objects_pack(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<u8>, git2::Error> {
+    let mut have = HashSet::new();
+    collect(repo, from, &mut have)?;
+    let mut pb = repo.packbuilder()?;
+    pb.set_threads(1);
+    let mut stack = vec![to];
+    let mut queued = HashSet::new();
+    while let Some(id) = stack.pop() {
+        if have.contains(&id) || !queued.insert(id) {
+            continue;
+        }
+        pb.insert_object(id, None)?;
+        for e in repo.find_tree(id)?.iter() {
+            match e.kind() {
+                Some(ObjectType::Tree) => stack.push(e.id()),
+                Some(ObjectType::Blob) if !have.contains(&e.id()) && queued.insert(e.id()) => {
+                    pb.insert_object(e.id(), None)?;
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut buf = git2::Buf::new();
+    pb.write_buf(&mut buf)?;
+    Ok(buf.to_vec())
+}
+
+/// Every tree and blob id of `tree`.
+fn collect(repo: &Repository, tree: Oid, out: &mut HashSet<Oid>) -> Result<(), git2::Error> {
+    if !out.insert(tree) {
+        return Ok(());
+    }
+    for e in repo.find_tree(tree)?.iter() {
+        match e.kind() {
+            Some(ObjectType::Tree) => collect(repo, e.id(), out)?,
+            Some(ObjectType::Blob) => {
+                out.insert(e.id());
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "snapshot_tests.rs"]
+mod tests;

@@ -1,0 +1,235 @@
+//! Unit tests of `images::snapshot`, on real repositories and the git
+//! command line (what the instance image runs).
+
+use std::path::Path;
+use std::process::Command;
+
+use git2::{Repository, Signature, Time};
+
+use super::*;
+
+/// A commit of `files` (path, content, mode) at unix time `t`.
+fn commit_at(r: &Repository, files: &[(&str, &str, i32)], t: i64) -> Oid {
+    let mut root = r.treebuilder(None).unwrap();
+    let mut dirs: std::collections::BTreeMap<String, Vec<(String, Oid, i32)>> = Default::default();
+    for (path, body, mode) in files {
+        let blob = r.blob(body.as_bytes()).unwrap();
+        match path.rsplit_once('/') {
+            Some((dir, name)) => {
+                dirs.entry(dir.to_string())
+                    .or_default()
+                    .push((name.to_string(), blob, *mode))
+            }
+            None => {
+                root.insert(path, blob, *mode).unwrap();
+            }
+        }
+    }
+    // One level of folders is all these tests need.
+    for (dir, entries) in dirs {
+        let mut tb = r.treebuilder(None).unwrap();
+        for (name, blob, mode) in entries {
+            tb.insert(name, blob, mode).unwrap();
+        }
+        root.insert(dir, tb.write().unwrap(), 0o040000).unwrap();
+    }
+    let tree = r.find_tree(root.write().unwrap()).unwrap();
+    let sig = Signature::new("t", "t@t", &Time::new(t, 0)).unwrap();
+    let parent = r.head().ok().and_then(|h| h.peel_to_commit().ok());
+    let parents: Vec<&git2::Commit> = parent.iter().collect();
+    r.commit(Some("HEAD"), &sig, &sig, "c", &tree, &parents)
+        .unwrap()
+}
+
+fn git(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> String {
+    use std::io::Write;
+    let mut child = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A git that fails early closes its stdin: its stderr says why.
+    let _ = child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.unwrap_or_default());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+const W: i64 = WINDOW_SECS;
+
+#[test]
+fn the_anchor_is_the_newest_first_parent_ancestor_before_the_window() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Repository::init_bare(d.path()).unwrap();
+    let f = |s: &'static str| [("a.txt", s, 0o100644)];
+    let c0 = commit_at(&r, &f("0"), 10 * W + 5); // window 10, a root
+    let c1 = commit_at(&r, &f("1"), 11 * W + 5); // window 11
+    let c2 = commit_at(&r, &f("2"), 11 * W + 9);
+    let c3 = commit_at(&r, &f("3"), 12 * W + 1); // window 12
+    let c4 = commit_at(&r, &f("4"), 12 * W + 7);
+    assert_eq!(
+        anchor(&r, c0).unwrap(),
+        None,
+        "history starts in its window"
+    );
+    assert_eq!(anchor(&r, c1).unwrap(), Some(c0));
+    assert_eq!(
+        anchor(&r, c2).unwrap(),
+        Some(c0),
+        "same window, same anchor"
+    );
+    assert_eq!(anchor(&r, c3).unwrap(), Some(c2));
+    assert_eq!(anchor(&r, c4).unwrap(), Some(c2));
+}
+
+#[test]
+fn a_delta_and_its_pack_turn_the_snapshot_into_the_base_tree() {
+    let d = tempfile::tempdir().unwrap();
+    let src = Repository::init_bare(d.path().join("src.git")).unwrap();
+    let old = [
+        ("keep.txt", "same\n", 0o100644),
+        ("mod.txt", "old\n", 0o100644),
+        ("gone.txt", "bye\n", 0o100644),
+        ("dir/a.txt", "a\n", 0o100644),
+        ("dir/b.txt", "b\n", 0o100644),
+        ("f2d", "a file\n", 0o100644),
+        ("d2f/y", "y\n", 0o100644),
+        ("link", "keep.txt", 0o120000),
+        ("run.sh", "#!/bin/sh\n", 0o100644),
+        ("part/stay.txt", "s\n", 0o100644),
+        ("part/drop.txt", "d\n", 0o100644),
+    ];
+    let new = [
+        ("keep.txt", "same\n", 0o100644),
+        ("mod.txt", "new\n", 0o100644),
+        ("added.txt", "hello\n", 0o100644),
+        ("f2d/x", "now a folder\n", 0o100644),
+        ("d2f", "now a file\n", 0o100644),
+        ("link", "a plain file\n", 0o100644),
+        ("run.sh", "#!/bin/sh\n", 0o100755),
+        ("part/stay.txt", "s\n", 0o100644),
+    ];
+    let a = commit_at(&src, &old, 100);
+    let b = commit_at(&src, &new, 200);
+    let (ta, tb) = (
+        src.find_commit(a).unwrap().tree_id(),
+        src.find_commit(b).unwrap().tree_id(),
+    );
+    let delta = tree_delta(&src, ta, tb).unwrap();
+    assert_eq!(
+        delta.delete,
+        ["d2f", "dir", "f2d", "gone.txt", "link", "part/drop.txt"],
+        "whole folders once, type changes removed before they are written"
+    );
+    let written: Vec<(&str, u32)> = delta
+        .write
+        .iter()
+        .map(|w| (w.path.as_str(), w.mode))
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("added.txt", 0o100644),
+            ("d2f", 0o100644),
+            ("f2d/x", 0o100644),
+            ("link", 0o100644),
+            ("mod.txt", 0o100644),
+            ("run.sh", 0o100755),
+        ]
+    );
+    assert_eq!(
+        delta.delete_list(),
+        b"d2f\0dir\0f2d\0gone.txt\0link\0part/drop.txt\0"
+    );
+
+    // The snapshot: the old tree checked out, its objects alone in a store.
+    let snap = d.path().join("snap.git");
+    let store = Repository::init_bare(&snap).unwrap();
+    let mut ids = HashSet::new();
+    collect(&src, ta, &mut ids).unwrap();
+    let (from, to) = (src.odb().unwrap(), store.odb().unwrap());
+    for id in &ids {
+        let o = from.read(*id).unwrap();
+        to.write(o.kind(), o.data()).unwrap();
+    }
+    let work = d.path().join("testbed");
+    std::fs::create_dir(&work).unwrap();
+    git(&work, &["init", "-q"], None);
+    std::fs::write(
+        work.join(".git/objects/info/alternates"),
+        format!("{}\n", snap.join("objects").display()),
+    )
+    .unwrap();
+    git(&work, &["read-tree", &ta.to_string()], None);
+    git(&work, &["checkout-index", "-a"], None);
+
+    // What the instance image does: delete, write, index the pack, commit.
+    for p in &delta.delete {
+        let full = work.join(p);
+        if full.is_dir() && !full.is_symlink() {
+            std::fs::remove_dir_all(&full).unwrap();
+        } else {
+            std::fs::remove_file(&full).unwrap();
+        }
+    }
+    for w in &delta.write {
+        use std::os::unix::fs::PermissionsExt;
+        let full = work.join(&w.path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(&full, src.find_blob(w.blob).unwrap().content()).unwrap();
+        let mode = if w.mode == 0o100755 { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&full, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let pack = missing_objects_pack(&src, ta, tb).unwrap();
+    git(&work, &["index-pack", "--stdin"], Some(&pack));
+    let commit = git(&work, &["commit-tree", &tb.to_string(), "-m", "base"], None);
+    git(&work, &["update-ref", "HEAD", commit.trim()], None);
+    git(&work, &["reset", "-q"], None);
+    assert_eq!(
+        git(&work, &["status", "--porcelain", "--ignored"], None),
+        ""
+    );
+    assert_eq!(
+        git(&work, &["rev-list", "--all"], None).trim(),
+        commit.trim(),
+        "one commit, the snapshot's is unreachable"
+    );
+    git(
+        &work,
+        &["fsck", "--connectivity-only", "--no-dangling"],
+        None,
+    );
+    // The pack holds only what the snapshot lacks.
+    let listed = git(&work, &["verify-pack", "-v", &pack_path(&work)], None);
+    assert!(!listed.contains(
+        &src.find_commit(a)
+            .unwrap()
+            .tree()
+            .unwrap()
+            .get_name("keep.txt")
+            .unwrap()
+            .id()
+            .to_string()
+    ));
+}
+
+fn pack_path(work: &Path) -> String {
+    let dir = work.join(".git/objects/pack");
+    let idx = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "idx"))
+        .unwrap();
+    idx.display().to_string()
+}

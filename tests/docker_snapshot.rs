@@ -1,0 +1,237 @@
+//! Instance images over a shared snapshot image (images::snapshot), on the
+//! real engine: base commits in one 91-day window share the snapshot of the
+//! last commit before it, each instance image holds only the differences,
+//! and its /testbed is the same one-commit repository a whole tree gives.
+//!
+//! Skips without a daemon unless PATCHGRADE_REQUIRE_DOCKER=1 (CI).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::widgets::{CORE_BUGGY, CORE_FIXED, F2P, HIGH, P2P, TESTS_BASE};
+use common::*;
+use serde_json::Value;
+
+const SPEC: &str = "repo: acme/snap\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+
+/// 91 days: the snapshot window.
+const W: i64 = 91 * 24 * 3600;
+/// The start of a window, in 2023.
+const T0: i64 = 1_700_000_000 / W * W;
+
+fn docker_ready(test: &str) -> bool {
+    let ok = Command::new("docker").args(["version"]).output();
+    if matches!(&ok, Ok(o) if o.status.success()) {
+        return true;
+    }
+    if std::env::var("PATCHGRADE_REQUIRE_DOCKER").as_deref() == Ok("1") {
+        panic!("{test}: PATCHGRADE_REQUIRE_DOCKER=1 but no Docker daemon answers");
+    }
+    eprintln!("SKIPPED {test}: no Docker daemon answers");
+    false
+}
+
+fn run(dir: &Path, cmd: &str, args: &[&str], env: &[(&str, String)]) -> String {
+    let out = Command::new(cmd)
+        .args(args)
+        .current_dir(dir)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Run `script` in the worktree with bash, then commit everything at unix
+/// time `t`; the commit id.
+fn commit_at(dir: &Path, script: &str, t: i64) -> String {
+    run(dir, "bash", &["-euc", script], &[]);
+    let date = format!("@{t} +0000");
+    let env = [
+        ("GIT_AUTHOR_DATE", date.clone()),
+        ("GIT_COMMITTER_DATE", date),
+    ];
+    run(dir, "git", &["add", "-A"], &[]);
+    run(dir, "git", &["commit", "-q", "-m", "c"], &env);
+    run(dir, "git", &["rev-parse", "HEAD"], &[])
+}
+
+fn docker_out(args: &[&str]) -> String {
+    run(Path::new("/"), "docker", args, &[])
+}
+
+/// The layer chain of an image.
+fn layers(image: &str) -> Vec<String> {
+    serde_json::from_str(&docker_out(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{json .RootFS.Layers}}",
+        image,
+    ]))
+    .unwrap()
+}
+
+fn images(prefix: &str) -> Vec<String> {
+    docker_out(&["images", "--format", "{{.Repository}}:{{.Tag}}"])
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes() {
+    if !docker_ready("docker_instances_of_one_window_share_a_snapshot") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let repo = sb.mirrors().join("acme__snap");
+    std::fs::create_dir_all(&repo).unwrap();
+    run(&repo, "git", &["init", "-q"], &[]);
+    run(&repo, "git", &["config", "user.name", "t"], &[]);
+    run(&repo, "git", &["config", "user.email", "t@t"], &[]);
+    std::fs::create_dir_all(repo.join("widgets")).unwrap();
+    std::fs::create_dir_all(repo.join("tests")).unwrap();
+    std::fs::write(repo.join("widgets/__init__.py"), "").unwrap();
+    std::fs::write(repo.join("widgets/core.py"), CORE_BUGGY).unwrap();
+    std::fs::write(repo.join("tests/__init__.py"), "").unwrap();
+    std::fs::write(repo.join("tests/test_core.py"), TESTS_BASE).unwrap();
+    // Window 0: the root and the first base (no earlier commit: a whole
+    // tree). Its tree has what the later bases change, in every way a tree
+    // can change.
+    commit_at(
+        &repo,
+        "mkdir -p old/deep && echo a > old/deep/a.txt && echo b > old/b.txt && echo f > data && \
+         echo s > run.sh && ln -s run.sh link && echo keep > keep.txt && echo gone > gone.txt",
+        T0 + 100,
+    );
+    let b1 = commit_at(&repo, "echo more >> keep.txt", T0 + 200);
+    // Window 1: two bases over b1's snapshot.
+    let b2 = commit_at(
+        &repo,
+        "rm -r old gone.txt && rm data && mkdir data && echo x > data/x && chmod +x run.sh && \
+         rm link && echo 'a file now' > link && echo new > new.txt && echo changed > keep.txt",
+        T0 + W + 100,
+    );
+    let b3 = commit_at(&repo, "echo third > third.txt", T0 + W + 200);
+
+    let gold = {
+        std::fs::write(repo.join("widgets/core.py"), CORE_FIXED).unwrap();
+        let d = run(&repo, "git", &["diff"], &[]);
+        run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
+        d
+    };
+    let test_patch = {
+        std::fs::write(
+            repo.join("tests/test_core.py"),
+            format!("{TESTS_BASE}\n{HIGH}"),
+        )
+        .unwrap();
+        let d = run(&repo, "git", &["diff"], &[]);
+        run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
+        d
+    };
+    let rows: Vec<Value> = [
+        ("acme__snap-1", &b1),
+        ("acme__snap-2", &b2),
+        ("acme__snap-3", &b3),
+    ]
+    .iter()
+    .map(|(id, base)| instance(id, "acme/snap", base, &gold, &test_patch, &[F2P], &[P2P]))
+    .collect();
+    sb.write("dataset.jsonl", &jsonl(&rows));
+    sb.write("specs/snap.yaml", SPEC);
+    let mut args = docker_args("run", "gold", "snap");
+    args.extend(["--max-workers", "2", "--cache-level", "instance"]);
+    let out = sb.run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    for id in ["acme__snap-1", "acme__snap-2", "acme__snap-3"] {
+        assert_eq!(sb.outcome("snap", "gold", id), "resolved", "{id}");
+    }
+
+    // One snapshot (of b1's tree), under the two window-1 instances only.
+    let snaps = images("patchgrade.snap.");
+    let snap: Vec<&String> = snaps.iter().filter(|s| s.contains("acme__snap")).collect();
+    assert_eq!(snap.len(), 1, "{snaps:?}");
+    let snap_layers = layers(snap[0]);
+    let inst = |id: &str| {
+        let found = images(&format!("patchgrade.eval.x86_64.{id}:"));
+        assert_eq!(found.len(), 1, "{id}: {found:?}");
+        found[0].clone()
+    };
+    for id in ["acme__snap-2", "acme__snap-3"] {
+        assert!(
+            layers(&inst(id)).starts_with(&snap_layers),
+            "{id} is not built on the snapshot"
+        );
+    }
+    assert!(!layers(&inst("acme__snap-1")).starts_with(&snap_layers));
+
+    // Each /testbed is its base tree exactly, in a one-commit repository.
+    for (id, base) in [("acme__snap-2", &b2), ("acme__snap-3", &b3)] {
+        let tree = run(
+            &repo,
+            "git",
+            &["rev-parse", &format!("{base}^{{tree}}")],
+            &[],
+        );
+        let check = "cd /testbed && git rev-parse HEAD~1^{tree} && git rev-list --all --count && \
+                     git status --porcelain --ignored && ls -l run.sh link && cat data/x && \
+                     test ! -e old && test ! -e gone.txt && test ! -L link && cat keep.txt";
+        let seen = docker_out(&[
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            &inst(id),
+            "bash",
+            "-c",
+            check,
+        ]);
+        let lines: Vec<&str> = seen.lines().collect();
+        assert_eq!(lines[0], tree, "{id}: {seen}");
+        assert_eq!(
+            lines[1], "2",
+            "{id}: the base tree commit and the setup commit\n{seen}"
+        );
+        assert!(
+            lines[2].starts_with("-rw-r--r--"),
+            "{id}: link is a file\n{seen}"
+        );
+        assert!(
+            lines[3].starts_with("-rwxr-xr-x"),
+            "{id}: run.sh is executable\n{seen}"
+        );
+        assert_eq!(&lines[4..], ["x", "changed"], "{id}: {seen}");
+    }
+    // A second run reuses every image.
+    let ours = || {
+        let mut v: Vec<String> = images("patchgrade.")
+            .into_iter()
+            .filter(|i| i.contains("acme__snap"))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = ours();
+    assert_eq!(before.len(), 4, "{before:?}");
+    let out = sb.run(&docker_args("run", "gold", "snap-again"));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(ours(), before);
+    for img in [
+        inst("acme__snap-1"),
+        inst("acme__snap-2"),
+        inst("acme__snap-3"),
+        snap[0].clone(),
+    ] {
+        docker_out(&["rmi", &img]);
+    }
+}
