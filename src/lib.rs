@@ -14,6 +14,7 @@ pub mod conda;
 pub mod dataset;
 pub mod engine;
 pub mod grade;
+pub mod heap;
 pub mod metrics;
 pub mod outcome;
 pub mod parse;

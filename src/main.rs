@@ -12,6 +12,7 @@ use error::{exit, ExpectedError};
 
 fn main() {
     patchgrade::repo::limit_pack_windows();
+    patchgrade::heap::tune();
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Which flags the user gave, so a run's recorded setup fills the rest.

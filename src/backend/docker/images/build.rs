@@ -401,7 +401,9 @@ impl DockerBackend {
         }
         let plan = make().await?;
         debug_assert_eq!(plan.name, name);
-        self.build(&plan).await?;
+        let built = self.build(&plan).await;
+        crate::heap::release();
+        built?;
         self.note_used(tier, name);
         locked(&self.built).insert(name.to_string());
         self.inspect(name).await?.ok_or_else(|| DockerError::Build {
@@ -425,6 +427,8 @@ impl DockerBackend {
         for (name, data) in std::iter::once(("Dockerfile", plan.dockerfile.as_bytes())).chain(
             plan.files
                 .iter()
+                // Files sent into the tree (an instance's pack) are tree too.
+                .filter(|f| !f.path.starts_with("testbed/"))
                 .map(|f| (f.path.as_str(), f.data.as_slice())),
         ) {
             let p = dir.join(name);

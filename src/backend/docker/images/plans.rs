@@ -158,7 +158,12 @@ impl ImagePlan {
     pub fn with_delta(mut self, repo: PathBuf, delta: TreeDelta, pack: Vec<u8>) -> ImagePlan {
         self.files
             .push(ContextFile::new("delete.list", delta.delete_list()));
-        self.files.push(ContextFile::new("objects.pack", pack));
+        // In /testbed/.git before `git init`: the pack is stored once, in
+        // the layer that sends it.
+        self.files.push(ContextFile::new(
+            &format!("testbed/.git/objects/pack/{DELTA_PACK}.pack"),
+            pack,
+        ));
         self.blobs = Some(BlobFiles {
             repo,
             dir: "testbed".into(),
@@ -414,19 +419,27 @@ pub fn setup_repo_script(spec: &Spec) -> String {
 }
 
 /// The repo setup script of an instance image over a snapshot: the same
-/// one-commit repository, its objects the pack sent plus the snapshot's
-/// (an alternate, so `git add` rewrites none of them), `tree` its commit's.
+/// one-commit repository, its objects the pack sent plus the snapshot's (an
+/// alternate), `tree` its commit's. The index comes from `read-tree`, whose
+/// cache of tree ids lets the setup commit write no tree that exists: git
+/// touches an existing object's file when it writes it again, and touching
+/// the snapshot's pack would copy it whole into the instance's layer.
 pub fn setup_delta_repo_script(spec: &Spec, tree: git2::Oid) -> String {
     setup_repo_with(
         spec,
         &format!(
             "git init -q\ngit config gc.auto 0\necho {SNAPSHOT_OBJECTS} > .git/objects/info/alternates\n\
-             git index-pack --stdin < /root/objects.pack > /dev/null\n\
+             git index-pack .git/objects/pack/{DELTA_PACK}.pack > /dev/null\n\
              git update-ref HEAD \"$(git commit-tree {tree} -m 'patchgrade base tree')\"\n\
-             git reset -q\n"
+             git read-tree HEAD\ngit update-index -q --refresh || true\n\
+             if [ -n \"$(git status --porcelain --ignored)\" ]; then\n\
+             echo 'patchgrade: /testbed is not the base tree:'; git status --porcelain --ignored | head -20; exit 1\nfi\n"
         ),
     )
 }
+
+/// The name of the pack an instance image over a snapshot is sent.
+const DELTA_PACK: &str = "pack-patchgrade";
 
 fn setup_repo_with(spec: &Spec, make_repo: &str) -> String {
     let mut s = String::from(

@@ -192,10 +192,13 @@ fn a_delta_and_its_pack_turn_the_snapshot_into_the_base_tree() {
         std::fs::set_permissions(&full, std::fs::Permissions::from_mode(mode)).unwrap();
     }
     let pack = missing_objects_pack(&src, ta, tb).unwrap();
-    git(&work, &["index-pack", "--stdin"], Some(&pack));
+    let sent = work.join(".git/objects/pack/pack-patchgrade.pack");
+    std::fs::write(&sent, &pack).unwrap();
+    git(&work, &["index-pack", &sent.display().to_string()], None);
     let commit = git(&work, &["commit-tree", &tb.to_string(), "-m", "base"], None);
     git(&work, &["update-ref", "HEAD", commit.trim()], None);
-    git(&work, &["reset", "-q"], None);
+    git(&work, &["read-tree", "HEAD"], None);
+    git(&work, &["update-index", "-q", "--refresh"], None);
     assert_eq!(
         git(&work, &["status", "--porcelain", "--ignored"], None),
         ""
@@ -222,6 +225,36 @@ fn a_delta_and_its_pack_turn_the_snapshot_into_the_base_tree() {
             .id()
             .to_string()
     ));
+}
+
+#[test]
+fn an_unchanged_tree_gives_an_empty_delta_and_a_pack_git_accepts() {
+    let d = tempfile::tempdir().unwrap();
+    let src = Repository::init_bare(d.path().join("src.git")).unwrap();
+    let a = commit_at(&src, &[("a.txt", "a\n", 0o100644)], 100);
+    let b = commit_at(&src, &[("a.txt", "a\n", 0o100644)], 200);
+    let (ta, tb) = (
+        src.find_commit(a).unwrap().tree_id(),
+        src.find_commit(b).unwrap().tree_id(),
+    );
+    assert_eq!(ta, tb);
+    let delta = tree_delta(&src, ta, tb).unwrap();
+    assert!(delta.delete.is_empty() && delta.write.is_empty());
+    let pack = missing_objects_pack(&src, ta, tb).unwrap();
+    let work = d.path().join("w");
+    std::fs::create_dir(&work).unwrap();
+    git(&work, &["init", "-q"], None);
+    let sent = work.join(".git/objects/pack/pack-patchgrade.pack");
+    std::fs::write(&sent, &pack).unwrap();
+    git(&work, &["index-pack", &sent.display().to_string()], None);
+    // No object in it, and git's own check of the pack passes.
+    let listed = git(&work, &["verify-pack", "-v", &pack_path(&work)], None);
+    assert!(
+        !listed
+            .lines()
+            .any(|l| l.contains(" blob ") || l.contains(" tree ")),
+        "{listed}"
+    );
 }
 
 fn pack_path(work: &Path) -> String {
