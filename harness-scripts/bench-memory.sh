@@ -2,11 +2,13 @@
 # Peak memory of patchgrade over a long run (not a test): N synthetic
 # instances (default 500) of the demo project, gold patches, each a copy of
 # the demo's first instance under its own id, with a 64 KiB test log each,
-# evaluated on the local backend under /usr/bin/time -v. Prints the peak
-# RSS and the wall time. Memory that grows with N (logs kept in records or
-# events) shows here; the test run itself is small on purpose.
+# evaluated on the local backend (BACKEND=docker: the Docker backend, an
+# instance image built per id) under /usr/bin/time -v. Prints the peak RSS
+# and the wall time. Memory that grows with N (logs kept in records or
+# events, memory kept per image build) shows here; the test run itself is
+# small on purpose.
 #
-#   harness-scripts/bench-memory.sh [N] [extra patchgrade run flags]
+#   [BACKEND=docker] harness-scripts/bench-memory.sh [N] [extra patchgrade run flags]
 set -euo pipefail
 n=${1:-500}; shift || true
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +37,7 @@ with open(dst, "w") as out:
 EOF
 cd "$work"
 echo "bench-memory: $n instances, binary $bin, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-PATCHGRADE_CACHE=$work/cache /usr/bin/time -v "$bin" run --backend local --dataset dataset.jsonl \
+PATCHGRADE_CACHE=$work/cache /usr/bin/time -v "$bin" run --backend "${BACKEND:-local}" --dataset dataset.jsonl \
     --predictions gold --run-id mem "$@" > run.out 2> run.err || { tail -20 run.err >&2; exit 1; }
 grep -E "Maximum resident set size|Elapsed \(wall" run.err
 python3 - <<'EOF'
