@@ -263,8 +263,8 @@ pub struct EnvInputs {
     pub sources: Vec<(String, TreeSource)>,
 }
 
-/// The env setup script: apt packages, then the spec's packages into the
-/// venv. `python` is the env's interpreter: its python image (the parent)
+/// The env setup script: the spec's packages into the venv (its apt
+/// packages come first, in a layer of their own: [`apt_step`]). `python` is the env's interpreter: its python image (the parent)
 /// made the venv with pinned pip, setuptools and wheel; None: no Python env.
 pub fn setup_env_script(
     suite: Suite,
@@ -286,24 +286,6 @@ pub fn setup_env_script(
         s.push_str(&format!(
             "{VENV}/bin/python -c 'import sys; v = \"%d.%d\" % sys.version_info[:2]; sys.exit(0 if v == {v:?} else \"the venv has Python \" + v + \", the env wants {v}\")'\n",
             v = p.version.to_string()
-        ));
-    }
-    let mut apt: Vec<&String> = spec.apt_packages.iter().collect();
-    for p in inputs.packages.apt_packages.iter().chain(
-        inputs
-            .environment
-            .iter()
-            .flat_map(|e| &e.translation.apt_packages),
-    ) {
-        if !apt.contains(&p) {
-            apt.push(p);
-        }
-    }
-    if !apt.is_empty() {
-        let pkgs: Vec<String> = apt.iter().map(|p| quote(p)).collect();
-        s.push_str(&format!(
-            "apt-get update -qq\napt-get install -y -qq --no-install-recommends {}\nrm -rf /var/lib/apt/lists/*\n",
-            pkgs.join(" ")
         ));
     }
     if let Some(p) = python {
@@ -358,6 +340,38 @@ pub fn setup_env_script(
     s
 }
 
+/// The Debian packages of an env image: the spec's, then those the conda
+/// translations add that it does not name.
+fn apt_packages<'a>(spec: &'a Spec, inputs: &'a EnvInputs) -> Vec<&'a String> {
+    let mut apt: Vec<&String> = spec.apt_packages.iter().collect();
+    for p in inputs.packages.apt_packages.iter().chain(
+        inputs
+            .environment
+            .iter()
+            .flat_map(|e| &e.translation.apt_packages),
+    ) {
+        if !apt.contains(&p) {
+            apt.push(p);
+        }
+    }
+    apt
+}
+
+/// The env image's apt step, a Dockerfile line of its own: env images on
+/// the same parent that install the same packages then share that layer
+/// through the engine's build cache (matplotlib's TeX Live is 1.5 GB, and
+/// three of its Verified versions install the same list).
+fn apt_step(apt: &[&String]) -> String {
+    if apt.is_empty() {
+        return "# no apt packages".into();
+    }
+    let pkgs: Vec<String> = apt.iter().map(|p| quote(p)).collect();
+    format!(
+        "RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends {} && rm -rf /var/lib/apt/lists/*",
+        pkgs.join(" ")
+    )
+}
+
 /// The env image of a spec, on `parent`: the python image of `python`, or
 /// the base image for a spec without Python. `inputs` are what was read
 /// from the mirrors for it (see [`EnvInputs`]).
@@ -368,7 +382,9 @@ pub fn env_plan(
     spec: &Spec,
     inputs: &EnvInputs,
 ) -> ImagePlan {
-    let mut dockerfile = ENV_DOCKERFILE.replace("{{base}}", parent);
+    let mut dockerfile = ENV_DOCKERFILE
+        .replace("{{base}}", parent)
+        .replace("{{apt}}", &apt_step(&apt_packages(spec, inputs)));
     if let Some(p) = python {
         dockerfile.push_str(&label_lines(&p.request_labels()));
         dockerfile.push('\n');

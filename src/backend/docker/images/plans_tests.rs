@@ -222,13 +222,17 @@ fn an_environment_file_and_sources_go_into_the_env_image() {
     };
     let plan = env_plan(Suite::Bookworm, Some(&py), "py:1", &s, &inputs);
     let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
-    // The spec's apt packages, then the translation's not yet named.
+    // The spec's apt packages, then the translation's not yet named, in a
+    // Dockerfile step of their own before the context is copied (a layer
+    // other env images with the same list share); none in the script.
+    let apt = "--no-install-recommends 'wget' 'libhdf5-dev' 'libgtk-4-1' 'gir1.2-gtk-4.0' && rm -rf /var/lib/apt/lists/*\n";
+    assert!(plan.dockerfile.contains(apt), "{}", plan.dockerfile);
     assert!(
-        script.contains(
-            "--no-install-recommends 'wget' 'libhdf5-dev' 'libgtk-4-1' 'gir1.2-gtk-4.0'\n"
-        ),
-        "{script}"
+        plan.dockerfile.find(apt) < plan.dockerfile.find("COPY . "),
+        "{}",
+        plan.dockerfile
     );
+    assert!(!script.contains("apt-get"), "{script}");
     // One resolve: the environment file with the pins.
     assert!(
         script.contains(

@@ -1,7 +1,8 @@
-//! Instance images over a shared snapshot image (images::snapshot), on the
-//! real engine: base commits in one 91-day window share the snapshot of the
-//! last commit before it, each instance image holds only the differences,
-//! and its /testbed is the same one-commit repository a whole tree gives.
+//! Layers images share, on the real engine: instance images over a shared
+//! snapshot image (images::snapshot: base commits in one 91-day window share
+//! the snapshot of the last commit before it, each instance image holds only
+//! the differences, and its /testbed is the same one-commit repository a
+//! whole tree gives), and env images sharing their apt step.
 //!
 //! Skips without a daemon unless PATCHGRADE_REQUIRE_DOCKER=1 (CI).
 
@@ -232,6 +233,81 @@ fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes()
         inst("acme__snap-3"),
         snap[0].clone(),
     ] {
+        docker_out(&["rmi", &img]);
+    }
+}
+
+#[test]
+fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
+    if !docker_ready("docker_env_images_with_the_same_apt_packages_share_that_layer") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let repo = FixtureRepo::new(&sb, "acme/apt");
+    repo.commit(
+        &[
+            ("widgets/__init__.py", Some(b"")),
+            ("widgets/core.py", Some(CORE_BUGGY.as_bytes())),
+            ("tests/__init__.py", Some(b"")),
+            ("tests/test_core.py", Some(TESTS_BASE.as_bytes())),
+        ],
+        "initial",
+    );
+    let base = repo.head();
+    let gold = repo.diff_of(&[("widgets/core.py", Some(CORE_FIXED.as_bytes()))], false);
+    let tests = format!("{TESTS_BASE}\n{HIGH}");
+    let test_patch = repo.diff_of(&[("tests/test_core.py", Some(tests.as_bytes()))], false);
+    // Two versions whose envs differ (the second's pip step), same apt list.
+    let spec = "repo: acme/apt\nversions:\n  \"1.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"2.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    pip_packages: [pip]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+    sb.write("specs/apt.yaml", spec);
+    let rows: Vec<Value> = [("acme__apt-1", "1.0"), ("acme__apt-2", "2.0")]
+        .iter()
+        .map(|(id, version)| {
+            let mut r = instance(id, "acme/apt", &base, &gold, &test_patch, &[F2P], &[P2P]);
+            r["version"] = (*version).into();
+            r
+        })
+        .collect();
+    sb.write("dataset.jsonl", &jsonl(&rows));
+    let mut args = docker_args("run", "gold", "apt");
+    args.extend(["--max-workers", "1", "--cache-level", "instance"]);
+    let out = sb.run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    for id in ["acme__apt-1", "acme__apt-2"] {
+        assert_eq!(sb.outcome("apt", "gold", id), "resolved", "{id}");
+    }
+    let inst = |id: &str| {
+        let found = images(&format!("patchgrade.eval.x86_64.{id}:"));
+        assert_eq!(found.len(), 1, "{id}: {found:?}");
+        found[0].clone()
+    };
+    let (a, b) = (inst("acme__apt-1"), inst("acme__apt-2"));
+    let (la, lb) = (layers(&a), layers(&b));
+    let shared = la.iter().zip(&lb).take_while(|(x, y)| x == y).count();
+    // The history, newest first: find the apt step's layer in each.
+    let history = |img: &str| -> Vec<String> {
+        docker_out(&["history", "--no-trunc", "--format", "{{.CreatedBy}}", img])
+            .lines()
+            .rev()
+            .map(str::to_string)
+            .collect()
+    };
+    let apt_at = |img: &str| {
+        history(img)
+            .iter()
+            .filter(|c| !c.contains("#(nop)"))
+            .position(|c| c.contains("apt-get install") && c.contains("'less'"))
+            .unwrap_or_else(|| panic!("no apt step in {img}"))
+    };
+    // Layers count only the steps that made one (RUN, COPY), as above.
+    assert_eq!(apt_at(&a), apt_at(&b));
+    assert!(
+        shared > apt_at(&a),
+        "the apt layer (step {}) is not shared: {shared} layers in common",
+        apt_at(&a)
+    );
+    assert_ne!(la[shared..], lb[shared..], "the env images differ after it");
+    for img in [a, b] {
         docker_out(&["rmi", &img]);
     }
 }
