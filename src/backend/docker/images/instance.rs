@@ -104,9 +104,9 @@ impl DockerBackend {
         })
     }
 
-    /// The instance image of `inst` over the snapshot of tree `anchor`: the
-    /// snapshot built first, the differences computed only when the
-    /// instance image itself must be built.
+    /// The instance image of `inst` over the snapshot of tree `anchor`. A
+    /// warm run only finds it; when it must be built, the snapshot is found
+    /// or built first, then the differences are computed.
     pub(super) async fn delta_instance(
         &self,
         env: &str,
@@ -123,11 +123,11 @@ impl DockerBackend {
                 tree: anchor,
             },
         );
-        self.ensure_built(&snap).await?;
         let plan = delta_instance_plan(&snap.name, &inst.instance_id, spec, base.tree);
         let name = plan.name.clone();
         let found = self
             .ensure_named(Tier::Instance, &name, || async move {
+                self.ensure_built(&snap).await?;
                 tokio::task::spawn_blocking(move || {
                     let git = |source| ImageError::Git {
                         what: format!("the changes from tree {anchor} to {}", base.tree),
