@@ -3,16 +3,16 @@
 
     harness-scripts/image-sizes.py [INSPECT_JSON]
 
-Reads `docker image inspect` of every image (runs it when no file is given)
-and gives each image the bytes of its own layers: its size minus the size
-of the longest image whose layer chain is a prefix of its own (its parent:
-an instance image is built FROM an env image, an env image FROM a base
-image). Shared layers are thus counted once, under the tier that made them,
-which `docker system df -v`'s UNIQUE column does not do (an env image with
-instance images on it shows 0 there). What each --cache-level keeps after
-a run is the sum of the tiers up to it: base, base + env, base + env +
-instance. Untagged images (dangling: left by rebuilt tags) are listed apart;
-intermediate build images (`docker image ls -a`) are not counted.
+Reads `docker image inspect` of every image, intermediate build images
+included (runs it when no file is given). An image's size is that of its
+layer chain, so a layer's size is the size of the image ending at it minus
+that of the image ending one layer earlier (the classic builder keeps an
+image per step). Layers are then counted once each, under the first tier
+whose tagged images hold them, in the order base (root, base and python
+images), env (env and snapshot images), instance: what each --cache-level
+keeps is the sum of the tiers up to it. Instance layers are also summed per
+repository. `docker system df -v`'s UNIQUE column cannot give this: an env
+image with instance images on it shows 0 there.
 """
 import collections
 import json
@@ -20,32 +20,33 @@ import re
 import subprocess
 import sys
 
+TIERS = ["base", "env", "instance"]
+
 
 def inspect_all():
     ids = subprocess.run(
-        ["docker", "image", "ls", "-q", "--no-trunc"],
+        ["docker", "image", "ls", "-aq", "--no-trunc"],
         check=True, capture_output=True, text=True,
     ).stdout.split()
     ids = sorted(set(ids))
-    if not ids:
-        return []
-    out = subprocess.run(
-        ["docker", "image", "inspect", *ids], check=True, capture_output=True, text=True
-    ).stdout
-    return json.loads(out)
+    out = []
+    for i in range(0, len(ids), 200):
+        out += json.loads(subprocess.run(
+            ["docker", "image", "inspect", *ids[i:i + 200]],
+            check=True, capture_output=True, text=True,
+        ).stdout)
+    return out
 
 
-def tier(image):
-    tags = image.get("RepoTags") or []
-    name = tags[0] if tags else ""
-    m = re.match(r"patchgrade\.(root|base|env|eval)\b", name)
-    if m:
-        return {"root": "base", "eval": "instance"}.get(m.group(1), m.group(1)), name
-    return ("untagged" if not tags else "other"), name
+def tier(tag):
+    m = re.match(r"patchgrade\.(root|base|env|snap|eval)\b", tag)
+    if not m:
+        return None
+    return {"root": "base", "snap": "env", "eval": "instance"}.get(m.group(1), m.group(1))
 
 
-def instance_repo(name):
-    m = re.match(r"patchgrade\.eval\.[^.]+\.(.+)-\d+:", name)
+def repo_of(tag):
+    m = re.match(r"patchgrade\.eval\.[^.]+\.(.+)-\d+:", tag)
     return m.group(1) if m else "?"
 
 
@@ -55,40 +56,57 @@ def gib(b):
 
 def main():
     images = json.load(open(sys.argv[1])) if len(sys.argv) > 1 else inspect_all()
-    by_chain = {tuple(i["RootFS"].get("Layers") or []): i["Size"] for i in images}
-    tiers = collections.defaultdict(lambda: [0, 0])
+    size_of = {}
+    for i in images:
+        size_of[tuple(i["RootFS"].get("Layers") or [])] = i["Size"]
+
+    def layer_size(chain, k):
+        # Layer k of chain: the image ending at it minus the nearest shorter
+        # image (several layers at once when no image ends in between).
+        here = size_of.get(chain[:k + 1])
+        if here is None:
+            return 0
+        for j in range(k, 0, -1):
+            if chain[:j] in size_of:
+                return max(here - size_of[chain[:j]], 0)
+        return here
+
+    tagged = collections.defaultdict(list)
+    for i in images:
+        for tag in i.get("RepoTags") or []:
+            t = tier(tag)
+            if t:
+                tagged[t].append((tag, tuple(i["RootFS"].get("Layers") or [])))
+    counted = set()
+    totals = collections.Counter()
+    counts = collections.Counter()
     repos = collections.defaultdict(lambda: [0, 0])
-    for image in images:
-        chain = tuple(image["RootFS"].get("Layers") or [])
-        parent = 0
-        for n in range(len(chain) - 1, 0, -1):
-            if chain[:n] in by_chain:
-                parent = by_chain[chain[:n]]
-                break
-        own = max(image["Size"] - parent, 0)
-        t, name = tier(image)
-        tiers[t][0] += 1
-        tiers[t][1] += own
-        if t == "instance":
-            repos[instance_repo(name)][0] += 1
-            repos[instance_repo(name)][1] += own
-    print("| tier | images | own layers |")
+    for t in TIERS:
+        for tag, chain in tagged[t]:
+            counts[t] += 1
+            own = 0
+            for k in range(len(chain)):
+                if chain[:k + 1] in counted:
+                    continue
+                counted.add(chain[:k + 1])
+                own += layer_size(chain, k)
+            totals[t] += own
+            if t == "instance":
+                repos[repo_of(tag)][0] += 1
+                repos[repo_of(tag)][1] += own
+    print("| tier | tagged images | layers first held (size) |")
     print("|---|---:|---:|")
-    for t in ["base", "env", "instance", "untagged", "other"]:
-        if t in tiers:
-            n, u = tiers[t]
-            print(f"| {t} | {n} | {gib(u)} |")
+    for t in TIERS:
+        print(f"| {t} | {counts[t]} | {gib(totals[t])} |")
     print()
     print("| --cache-level | keeps | size |")
     print("|---|---|---:|")
     acc = 0
-    kept = []
-    for t in ["base", "env", "instance"]:
-        acc += tiers[t][1] if t in tiers else 0
-        kept.append(t)
-        print(f"| {t} | {' + '.join(kept)} | {gib(acc)} |")
+    for n, t in enumerate(TIERS):
+        acc += totals[t]
+        print(f"| {t} | {' + '.join(TIERS[:n + 1])} | {gib(acc)} |")
     print()
-    print("| repository | instance images | own layers | per image |")
+    print("| repository | instance images | their own layers | per image |")
     print("|---|---:|---:|---:|")
     for r, (n, u) in sorted(repos.items()):
         print(f"| {r} | {n} | {gib(u)} | {u / n / 2**20:.0f} MiB |")
