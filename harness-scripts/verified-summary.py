@@ -74,14 +74,17 @@ def main():
         print(f"- {iid}: {out}; failing: {shown or '-'}; {detail}")
     if segments and os.path.exists(segments):
         print()
-        print("| segment | start | end | wall (s) | peak RSS (MiB) | exit | instances | load start | load end | free disk |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        # Peak RSS: time -v's (patchgrade or any child it waited for);
+        # patchgrade's own VmHWM where the segment recorded it.
+        print("| segment | start | end | wall (s) | peak RSS (MiB) | patchgrade's own (MiB) | exit | instances | load start | load end | free disk |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for line in open(segments):
             f = line.rstrip("\n").split("\t")
             if len(f) >= 10:
                 rss = f"{int(f[4]) / 1024:.1f}" if f[4].isdigit() else f[4]
                 free = f"{int(f[9].rstrip('K')) / 1048576:.1f} GiB" if f[9].rstrip("K").isdigit() else f[9]
-                print(f"| {f[0]} | {f[1]} | {f[2]} | {f[3]} | {rss} | {f[5]} | {f[6]} | {f[7]} | {f[8]} | {free} |")
+                own = f"{int(f[10]) / 1024:.1f}" if len(f) > 10 and f[10].isdigit() and f[10] != "0" else "-"
+                print(f"| {f[0]} | {f[1]} | {f[2]} | {f[3]} | {rss} | {own} | {f[5]} | {f[6]} | {f[7]} | {f[8]} | {free} |")
 
 
 if __name__ == "__main__":
