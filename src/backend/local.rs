@@ -399,7 +399,7 @@ impl LocalBackend {
                         "CAP_NET_ADMIN",
                         "sh",
                         "-c",
-                        "ip route add default dev lo 2>/dev/null; exec bash \"$0\"",
+                        &format!("{}; exec bash \"$0\"", super::BLACKHOLE_ROUTES),
                     ]);
                     c.arg(&script_path);
                 } else {

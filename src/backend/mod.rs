@@ -14,6 +14,15 @@ pub mod swarm;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Spec `blackhole_routes`, as shell run with NET_ADMIN inside the test's
+/// own network namespace: packets to non-local addresses vanish (connects
+/// time out, as the tests expect) instead of failing at once; the name
+/// servers alone stay unreachable, or every name lookup would wait out the
+/// resolver's timeouts (20 s of psf__requests-3362's test run).
+pub const BLACKHOLE_ROUTES: &str = "ip route add default dev lo 2>/dev/null; \
+     for ns in $(awk '/^nameserver/ {print $2}' /etc/resolv.conf 2>/dev/null); do \
+     ip route add unreachable \"$ns\" 2>/dev/null; done";
+
 use crate::dataset::Instance;
 use crate::spec::ResolvedSpec;
 

@@ -114,10 +114,8 @@ pub(crate) fn applied_archive(
          exec bash /eval.sh 2>&1\n",
         testbed = TESTBED,
         rm = if deletes.is_empty() { String::new() } else { format!("rm -f -- {}\n", deletes.join(" ")) },
-        // Spec `blackhole_routes`: packets to non-local addresses vanish
-        // (connects time out) instead of failing at once; needs NET_ADMIN,
-        // which is granted only then, inside the container's own namespace.
-        route = if blackhole { "ip route add default dev lo 2>/dev/null || true\n" } else { "" },
+        // Spec `blackhole_routes` (NET_ADMIN is granted only then).
+        route = if blackhole { format!("{}\n", crate::backend::BLACKHOLE_ROUTES) } else { String::new() },
     );
     append_file(&mut b, "patchgrade-run.sh", launcher.as_bytes(), 0o755)?;
     b.into_inner()
