@@ -22,18 +22,6 @@ const W: i64 = 91 * 24 * 3600;
 /// The start of a window, in 2023.
 const T0: i64 = 1_700_000_000 / W * W;
 
-fn docker_ready(test: &str) -> bool {
-    let ok = Command::new("docker").args(["version"]).output();
-    if matches!(&ok, Ok(o) if o.status.success()) {
-        return true;
-    }
-    if std::env::var("PATCHGRADE_REQUIRE_DOCKER").as_deref() == Ok("1") {
-        panic!("{test}: PATCHGRADE_REQUIRE_DOCKER=1 but no Docker daemon answers");
-    }
-    eprintln!("SKIPPED {test}: no Docker daemon answers");
-    false
-}
-
 fn run(dir: &Path, cmd: &str, args: &[&str], env: &[(&str, String)]) -> String {
     let out = Command::new(cmd)
         .args(args)

@@ -20,18 +20,6 @@ fn spec(python: &str) -> String {
     )
 }
 
-fn docker_ready() -> bool {
-    let ok = std::process::Command::new("docker").arg("version").output();
-    if matches!(&ok, Ok(o) if o.status.success()) {
-        return true;
-    }
-    if std::env::var("PATCHGRADE_REQUIRE_DOCKER").as_deref() == Ok("1") {
-        panic!("PATCHGRADE_REQUIRE_DOCKER=1 but no Docker daemon answers");
-    }
-    eprintln!("SKIPPED: no Docker daemon answers");
-    false
-}
-
 /// Gold with the probe as its test: resolved only if both promises hold.
 fn run_probe(w: &Widgets, backend: &str) -> String {
     let probe = w.tests_adding(PROBE);
@@ -66,7 +54,7 @@ fn run_probe(w: &Widgets, backend: &str) -> String {
 
 #[test]
 fn docker_blackhole_routes_time_connects_out_and_fail_lookups_at_once() {
-    if !docker_ready() {
+    if !docker_ready("docker_blackhole_routes") {
         return;
     }
     let w = Widgets::new(&spec("3.11"), &[]);

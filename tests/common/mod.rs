@@ -319,6 +319,21 @@ pub fn pypi_reachable() -> bool {
         .unwrap_or(false)
 }
 
+/// Whether a Docker daemon answers, through [`available`]: a test skips
+/// without one unless PATCHGRADE_REQUIRE_DOCKER=1.
+pub fn docker_ready(test: &str) -> bool {
+    let answers = Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    available(
+        &format!("a Docker daemon ({test})"),
+        "PATCHGRADE_REQUIRE_DOCKER",
+        answers,
+    )
+}
+
 /// bubblewrap is installed and works.
 pub fn bwrap_works() -> bool {
     Command::new("bwrap")
