@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::widgets::{CORE_BUGGY, CORE_FIXED, F2P, HIGH, P2P, TESTS_BASE};
+use common::widgets::{Widgets, CORE_BUGGY, CORE_FIXED, F2P, HIGH, P2P, TESTS_BASE};
 use common::*;
 use serde_json::Value;
 
@@ -230,28 +230,22 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
     if !docker_ready("docker_env_images_with_the_same_apt_packages_share_that_layer") {
         return;
     }
-    let sb = Sandbox::new();
-    let repo = FixtureRepo::new(&sb, "acme/apt");
-    repo.commit(
-        &[
-            ("widgets/__init__.py", Some(b"")),
-            ("widgets/core.py", Some(CORE_BUGGY.as_bytes())),
-            ("tests/__init__.py", Some(b"")),
-            ("tests/test_core.py", Some(TESTS_BASE.as_bytes())),
-        ],
-        "initial",
-    );
-    let base = repo.head();
-    let gold = repo.diff_of(&[("widgets/core.py", Some(CORE_FIXED.as_bytes()))], false);
-    let tests = format!("{TESTS_BASE}\n{HIGH}");
-    let test_patch = repo.diff_of(&[("tests/test_core.py", Some(tests.as_bytes()))], false);
     // Two versions whose envs differ (the second's pip step), same apt list.
-    let spec = "repo: acme/apt\nversions:\n  \"1.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"2.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    pip_packages: [pip]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
-    sb.write("specs/apt.yaml", spec);
+    let spec = "repo: acme/widgets\nversions:\n  \"1.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"2.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    pip_packages: [pip]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+    let w = Widgets::new(spec, &[]);
+    let sb = &w.sb;
     let rows: Vec<Value> = [("acme__apt-1", "1.0"), ("acme__apt-2", "2.0")]
         .iter()
         .map(|(id, version)| {
-            let mut r = instance(id, "acme/apt", &base, &gold, &test_patch, &[F2P], &[P2P]);
+            let mut r = instance(
+                id,
+                "acme/widgets",
+                &w.base,
+                &w.gold,
+                &w.test_patch,
+                &[F2P],
+                &[P2P],
+            );
             r["version"] = (*version).into();
             r
         })
