@@ -20,19 +20,6 @@ fn widgets() -> Widgets {
 }
 
 impl Widgets {
-    /// A dataset row for the fixture's issue, with its gold and test patch.
-    fn row(&self, id: &str) -> Value {
-        instance(
-            id,
-            "acme/widgets",
-            &self.base,
-            &self.gold,
-            &self.test_patch,
-            &[F2P],
-            &[P2P],
-        )
-    }
-
     fn args<'a>(&'a self, run_id: &'a str, preds: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
         let mut a = vec![
             "run",

@@ -237,15 +237,7 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
     let rows: Vec<Value> = [("acme__apt-1", "1.0"), ("acme__apt-2", "2.0")]
         .iter()
         .map(|(id, version)| {
-            let mut r = instance(
-                id,
-                "acme/widgets",
-                &w.base,
-                &w.gold,
-                &w.test_patch,
-                &[F2P],
-                &[P2P],
-            );
+            let mut r = w.row(id);
             r["version"] = (*version).into();
             r
         })

@@ -2,7 +2,9 @@
 //! `acme/widgets`, a package with a clamp() bug, its gold fix, a wrong fix
 //! and the test patch that catches the bug.
 
-use super::{FixtureRepo, Sandbox};
+use serde_json::Value;
+
+use super::{instance, FixtureRepo, Sandbox};
 
 pub const CORE_BUGGY: &str = "def clamp(x, lo, hi):\n    return max(lo, x)\n";
 pub const CORE_FIXED: &str = "def clamp(x, lo, hi):\n    return min(hi, max(lo, x))\n";
@@ -55,6 +57,19 @@ impl Widgets {
         };
         w.test_patch = w.tests_adding(HIGH);
         w
+    }
+
+    /// A dataset row for the fixture's issue, with its gold and test patch.
+    pub fn row(&self, id: &str) -> Value {
+        instance(
+            id,
+            "acme/widgets",
+            &self.base,
+            &self.gold,
+            &self.test_patch,
+            &[F2P],
+            &[P2P],
+        )
     }
 
     /// A test patch that adds `body` (a test method of TestClamp) to the
