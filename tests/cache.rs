@@ -99,25 +99,8 @@ fn cache_budget_evicts_least_recently_used_images_not_in_use() {
         .map(|k| format!("acme__widgets-lru{pid}{k}"))
         .collect();
     let run = |run_id: &str, id: &str, extra: &[&str]| {
-        let mut a = vec![
-            "run",
-            "--dataset",
-            "dataset.jsonl",
-            "--predictions",
-            "gold",
-            "--run-id",
-            run_id,
-            "--instance-ids",
-            id,
-            "--backend",
-            "docker",
-            "--specs",
-            "specs",
-            "--mirror-dir",
-            "mirrors",
-            "--base-image",
-            "none",
-        ];
+        let mut a = docker_args("run", "gold", run_id);
+        a.extend(["--instance-ids", id]);
         a.extend_from_slice(extra);
         let out = w.sb.run(&a);
         let err = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 
 use common::shapes::{shapes, Shapes, SHAPES_SPEC};
-use common::{instance, jsonl, prediction, FixtureRepo, Sandbox};
+use common::{docker_args, instance, jsonl, prediction, FixtureRepo, Sandbox};
 use serde_json::{json, Value};
 
 fn stderr(out: &std::process::Output) -> String {
@@ -596,27 +596,9 @@ fn docker_audit_rerun_reuses_backend_options_and_is_inconclusive_when_the_env_br
         &jsonl(&[prediction("s-over", "m", Some(&overfit))]),
     );
     let run_id = format!("rel-dk-{}", std::process::id());
-    let out = sb.run(&[
-        "run",
-        "--dataset",
-        "dataset.jsonl",
-        "--predictions",
-        "preds.jsonl",
-        "--run-id",
-        &run_id,
-        "--backend",
-        "docker",
-        "--specs",
-        "specs",
-        "--mirror-dir",
-        "mirrors",
-        "--base-image",
-        "none",
-        "--memory",
-        "1g",
-        "--pids-limit",
-        "200",
-    ]);
+    let mut args = docker_args("run", "preds.jsonl", &run_id);
+    args.extend(["--memory", "1g", "--pids-limit", "200"]);
+    let out = sb.run(&args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(sb.outcome(&run_id, "m", "s-over"), "resolved");
 
