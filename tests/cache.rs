@@ -1,8 +1,9 @@
 //! The image cache budget on the real engine: with no `--cache-level`,
 //! instance images stay after a run, and when the cache passes
 //! `--cache-budget` the least recently used go first, never one the run is
-//! using. Only images this cache folder's runs used are candidates, so the
-//! test cannot evict anyone else's.
+//! using, and none while another run of the same cache folder is going.
+//! Only images this cache folder's runs used are candidates, so the test
+//! cannot evict anyone else's.
 //!
 //! Without a daemon this test skips, printing why, unless
 //! PATCHGRADE_REQUIRE_DOCKER=1 (set by .ci/run), where it fails.
@@ -41,6 +42,21 @@ fn noise(n: usize, seed: u64) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
+}
+
+/// A shared flock on the cache folder's lease file, as a live run holds it.
+fn hold_lease(path: &std::path::Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap();
+    // SAFETY: flock(2) on a descriptor this function owns.
+    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) }, 0);
+    file
 }
 
 /// The bytes the cache held when the run started, from its first line.
@@ -133,6 +149,16 @@ fn cache_budget_evicts_least_recently_used_images_not_in_use() {
     for img in [&img_b, &img_c, &img_d] {
         assert!(image_present(img), "{img} kept: {err}");
     }
+
+    // Another run of this cache folder is still going (its lease is held
+    // here): nothing is evicted, whatever the budget, since that run may be
+    // about to use any of these images; the last run to end evicts.
+    let lease = hold_lease(&w.sb.cache().join("docker/images.lock"));
+    let (_, err) = run("rd1", &ids[3], &["--cache-budget", "1"]);
+    assert!(err.contains("eviction left to the last run"), "{err}");
+    assert!(!err.contains("removing "), "{err}");
+    assert!(image_present(&img_b) && image_present(&img_c), "{err}");
+    drop(lease);
 
     // A budget of one byte: everything not in use goes (b, c), but d and
     // its env, base and root images, used by this run, stay.

@@ -2,8 +2,14 @@
 //! the budget shown when the run connects; at its end the run's images are
 //! recorded as used now and the least recently used others evicted until
 //! the cache fits (see [`super::cache`] for the rules).
+//!
+//! Runs of one cache folder may overlap, and one run's index does not know
+//! which images another live run is about to use. So each run holds
+//! `<cache>/docker/images.lock` shared while it runs, and evicts only if it
+//! can take it exclusively: the last run to end evicts for all of them.
 
 use std::collections::{HashMap, HashSet};
+use std::os::fd::AsRawFd;
 
 use bollard::Docker;
 use futures_util::StreamExt;
@@ -16,6 +22,41 @@ impl DockerBackend {
         self.scratch.join("images.json")
     }
 
+    /// Takes the cache folder's lease (shared), waiting while another run
+    /// evicts, so this run never starts on images being removed.
+    async fn take_lease(&self) {
+        let path = self.scratch.join("images.lock");
+        let taken = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(path.parent().unwrap_or(std::path::Path::new(".")))?;
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)?;
+            if !flock(&file, libc::LOCK_SH | libc::LOCK_NB)? {
+                eprintln!("image cache: waiting for another run's eviction to end");
+                flock(&file, libc::LOCK_SH)?;
+            }
+            Ok::<_, std::io::Error>(file)
+        })
+        .await;
+        match taken {
+            Ok(Ok(file)) => *locked(&self.lease) = Some(file),
+            Ok(Err(e)) => eprintln!("warning: image cache lease: {e}; evicting as if alone"),
+            Err(e) => eprintln!("warning: image cache lease: {e}; evicting as if alone"),
+        }
+    }
+
+    /// Whether this run may evict: no other run holds the lease. Without a
+    /// lease (it could not be taken) the run evicts as before.
+    fn sole_user(&self) -> bool {
+        match locked(&self.lease).as_ref() {
+            Some(file) => flock(file, libc::LOCK_EX | libc::LOCK_NB).unwrap_or(true),
+            None => true,
+        }
+    }
+
     /// Loads the index (images gone from the engine, or re-tagged, are
     /// dropped), works out the budget and says both on stderr.
     pub(super) async fn open_index(
@@ -23,6 +64,7 @@ impl DockerBackend {
         docker: &Docker,
         present: &HashMap<String, String>,
     ) -> Budget {
+        self.take_lease().await;
         let path = self.index_path();
         let mut index = Index::load(&path).unwrap_or_else(|e| {
             eprintln!("warning: {e}; starting a new index");
@@ -107,12 +149,19 @@ impl DockerBackend {
             }
         }
         let in_use: HashSet<String> = used.into_iter().collect();
-        let waves = cache::plan_eviction(&index.images, &in_use, budget.bytes);
-        let why = format!(
-            "over the cache budget of {}: least recently used first",
-            human(budget.bytes)
-        );
-        let removed = self.remove_images(&conn.docker, waves, &why).await;
+        let removed = if self.sole_user() {
+            let waves = cache::plan_eviction(&index.images, &in_use, budget.bytes);
+            let why = format!(
+                "over the cache budget of {}: least recently used first",
+                human(budget.bytes)
+            );
+            self.remove_images(&conn.docker, waves, &why).await
+        } else {
+            eprintln!(
+                "image cache: eviction left to the last run to end: another run is using this cache folder"
+            );
+            HashSet::new()
+        };
         index.images.retain(|n, _| !removed.contains(n));
         let usage = cache::usage(&index.images);
         eprintln!(
@@ -124,6 +173,7 @@ impl DockerBackend {
         if let Err(e) = index.save(&removed) {
             eprintln!("warning: {e}");
         }
+        locked(&self.lease).take();
         removed.len()
     }
 
@@ -149,5 +199,19 @@ impl DockerBackend {
         for h in pending {
             let _ = h.await;
         }
+    }
+}
+
+/// flock(2) on `file`; false when it would block (with LOCK_NB).
+fn flock(file: &std::fs::File, op: libc::c_int) -> std::io::Result<bool> {
+    // SAFETY: flock(2) on a descriptor `file` owns for the whole call.
+    if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        Ok(false)
+    } else {
+        Err(e)
     }
 }

@@ -280,6 +280,8 @@ pub struct DockerBackend {
     budget_flag: Option<u64>,
     /// The image cache index (budget mode), loaded on connecting.
     index: Mutex<Option<cache::Index>>,
+    /// The cache folder's lease (budget mode; see `evict`).
+    lease: Mutex<Option<std::fs::File>>,
     /// Containers being removed off the critical path, awaited by `finish`.
     removals: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -365,6 +367,7 @@ impl DockerBackend {
             seq: AtomicU64::new(0),
             budget_flag,
             index: Mutex::default(),
+            lease: Mutex::default(),
             removals: Mutex::default(),
         })
     }
