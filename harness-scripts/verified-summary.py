@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Figures of a (possibly partial) gold run on SWE-bench Verified (issue 12).
 
-Usage: verified-summary.py DATASET RUN_DIR [SEGMENTS_TSV]
+Usage: verified-summary.py DATASET RUN_DIR [RUN_DIR ...] [SEGMENTS_TSV]
 
 RUN_DIR is <log_dir>/<run_id>; every <model>/<instance>/patchgrade.json in
-it is read. Prints Markdown: a per-repository table (instances of the
+it is read. With several, an instance's record is taken from the last
+RUN_DIR that has one (give them oldest first: a later run that re-ran an
+instance after a spec fix replaces the earlier result). Prints Markdown: a per-repository table (instances of the
 dataset, run, resolved, each other outcome, summed eval / env / tests
 seconds from the records' timings, and the summed test-command time, the
 `PATCHGRADE_TEST_SECONDS=` line that harness-scripts/verified-segment.sh's
@@ -20,8 +22,13 @@ from collections import Counter, defaultdict
 
 
 def main():
-    dataset, run_dir = sys.argv[1], sys.argv[2]
-    segments = sys.argv[3] if len(sys.argv) > 3 else None
+    dataset = sys.argv[1]
+    run_dirs = [a for a in sys.argv[2:] if not a.endswith(".tsv")]
+    segments = next((a for a in sys.argv[2:] if a.endswith(".tsv")), None)
+    latest = {}
+    for run_dir in run_dirs:
+        for path in glob.glob(os.path.join(run_dir, "*", "*", "patchgrade.json")):
+            latest[os.path.basename(os.path.dirname(path))] = path
     repo_of, n_of = {}, Counter()
     for line in open(dataset):
         if line.strip():
@@ -31,7 +38,7 @@ def main():
     sums = defaultdict(lambda: defaultdict(float))
     outcomes = defaultdict(Counter)
     bad = []
-    for path in sorted(glob.glob(os.path.join(run_dir, "*", "*", "patchgrade.json"))):
+    for path in sorted(latest.values(), key=lambda p: os.path.basename(os.path.dirname(p))):
         rec = json.load(open(path))
         iid = rec["instance_id"]
         repo = repo_of.get(iid, iid.rsplit("-", 1)[0].replace("__", "/"))
