@@ -22,6 +22,7 @@ use crate::repo::{RepoCache, RepoSources};
 use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup};
 use crate::runner::jobs::Job;
 use crate::runner::jobs::Records;
+use crate::runner::schedule::Durations;
 use crate::runner::{RunConfig, Runner};
 use crate::script::dataset::ScriptSource;
 use crate::spec::{SpecError, SpecSet};
@@ -228,6 +229,13 @@ impl Engine {
     /// them) and the node that ran each evaluation (swarm). A failure to
     /// write is logged: the results are already recorded.
     fn record_after_run(&self, records: &Records) {
+        // The next run's start order; a run of reused results changes nothing.
+        let mut durations = Durations::load(self.runner.durations.path())
+            .unwrap_or_else(|_| Durations::empty(self.runner.durations.path()));
+        durations.record(records);
+        if let Err(e) = durations.save() {
+            eprintln!("warning: {e}");
+        }
         let pythons: Vec<_> = self
             .runner
             .backend
@@ -330,11 +338,17 @@ impl Engine {
             eval_script: opts.eval_script,
         };
         let backend_name = backend.name().to_string();
+        let durations_path = cache.join("durations.json");
+        let durations = Durations::load(&durations_path).unwrap_or_else(|e| {
+            eprintln!("warning: {e}; evaluations start in input order");
+            Durations::empty(&durations_path)
+        });
         let runner = Arc::new(Runner {
             cfg,
             specs,
             repos,
             backend,
+            durations,
             unwritten: Default::default(),
         });
         rundir

@@ -9,6 +9,7 @@
 
 mod evaluate;
 pub mod jobs;
+pub mod schedule;
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -100,6 +101,8 @@ pub struct Runner {
     pub specs: SpecSet,
     pub repos: RepoCache,
     pub backend: Backend,
+    /// Earlier runs' test seconds: the order evaluations start in.
+    pub durations: schedule::Durations,
     /// Results that could not be written in the current run.
     pub unwritten: Mutex<Vec<String>>,
 }
@@ -197,13 +200,15 @@ impl Runner {
             failed_tasks: 0,
             unwritten: Vec::new(),
         };
-        for (primary, followers) in group_identical(jobs) {
+        let mut groups = group_identical(jobs);
+        schedule::order(&mut groups, &self.durations);
+        for (primary, followers) in groups {
             // Finished tasks are collected as we go: a finished task keeps
             // its (large) state until joined, 100,000 of them gigabytes.
             while let Some(res) = set.try_join_next() {
                 ran.collect(res);
             }
-            // Taken here, not in the task, so evaluations start in input order.
+            // Taken here, not in the task, so evaluations start in schedule order.
             let Ok(permit) = sem.clone().acquire_owned().await else {
                 break;
             };

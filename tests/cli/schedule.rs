@@ -1,0 +1,85 @@
+//! The order evaluations start in: instances never seen first, then the
+//! longest tests of earlier runs (`<cache>/durations.json`) first.
+
+use super::*;
+
+/// Instance ids in the order the progress lines name them.
+fn finished_order(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn evaluations_start_with_the_unknown_then_the_longest_earlier_tests() {
+    let w = widgets();
+    let ids = ["acme__widgets-s1", "acme__widgets-s2", "acme__widgets-s3"];
+    let rows: Vec<Value> = ids.iter().map(|id| w.row(id)).collect();
+    w.sb.write("dataset.jsonl", &jsonl(&rows));
+    let one_worker = |run_id: &'static str| {
+        [
+            "run",
+            "--dataset",
+            "dataset.jsonl",
+            "--predictions",
+            "gold",
+            "--run-id",
+            run_id,
+            "--backend",
+            "local",
+            "--specs",
+            "specs",
+            "--mirror-dir",
+            "mirrors",
+            "--max-workers",
+            "1",
+        ]
+    };
+    // A first run records each instance's test seconds in the cache folder.
+    let out = w.sb.run(&one_worker("first"));
+    assert_eq!(out.status.code(), Some(0));
+    let path = w.sb.cache().join("durations.json");
+    let recorded: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for id in ids {
+        let secs = recorded["tests"][id].as_f64();
+        assert!(secs.is_some_and(|s| s > 0.0), "{id}: {recorded}");
+    }
+    assert_eq!(
+        finished_order(&String::from_utf8_lossy(&out.stderr)),
+        ids,
+        "nothing known: input order"
+    );
+
+    // Earlier runs say s2 took longest, then s3, then s1; s4 is new.
+    std::fs::write(
+        &path,
+        r#"{"tests": {"acme__widgets-s1": 1.0, "acme__widgets-s2": 50.0, "acme__widgets-s3": 10.0}}"#,
+    )
+    .unwrap();
+    let mut rows = rows;
+    rows.push(w.row("acme__widgets-s4"));
+    w.sb.write("dataset.jsonl", &jsonl(&rows));
+    let out = w.sb.run(&one_worker("second"));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        finished_order(&String::from_utf8_lossy(&out.stderr)),
+        [
+            "acme__widgets-s4",
+            "acme__widgets-s2",
+            "acme__widgets-s3",
+            "acme__widgets-s1"
+        ]
+    );
+    // And the run recorded what it measured over what was there.
+    let recorded: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(
+        recorded["tests"]["acme__widgets-s2"].as_f64().unwrap() < 50.0,
+        "{recorded}"
+    );
+    assert!(
+        recorded["tests"]["acme__widgets-s4"].as_f64().is_some(),
+        "{recorded}"
+    );
+}
