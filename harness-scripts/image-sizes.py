@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Disk taken by patchgrade's images, per tier and per repository (issue 12).
 
-    harness-scripts/image-sizes.py [INSPECT_JSON]
+    harness-scripts/image-sizes.py [--only IMAGES_FILE] [INSPECT_JSON]
 
 Reads `docker image inspect` of every image, intermediate build images
 included (runs it when no file is given). An image's size is that of its
@@ -13,6 +13,11 @@ images), env (env and snapshot images), instance: what each --cache-level
 keeps is the sum of the tiers up to it. Instance layers are also summed per
 repository. `docker system df -v`'s UNIQUE column cannot give this: an env
 image with instance images on it shows 0 there.
+
+With --only, IMAGES_FILE names instance images (one `name:tag` a line, e.g.
+those the records of a run used): only they and the base, env and snapshot
+images they are built on are counted, i.e. the disk a warm rerun of exactly
+those instances needs. Names not in the engine are reported, not guessed.
 """
 import collections
 import json
@@ -55,7 +60,12 @@ def gib(b):
 
 
 def main():
-    images = json.load(open(sys.argv[1])) if len(sys.argv) > 1 else inspect_all()
+    args = sys.argv[1:]
+    only = None
+    if args[:1] == ["--only"]:
+        only = {l.strip() for l in open(args[1]) if l.strip()}
+        args = args[2:]
+    images = json.load(open(args[0])) if args else inspect_all()
     size_of = {}
     for i in images:
         size_of[tuple(i["RootFS"].get("Layers") or [])] = i["Size"]
@@ -77,6 +87,17 @@ def main():
             t = tier(tag)
             if t:
                 tagged[t].append((tag, tuple(i["RootFS"].get("Layers") or [])))
+    if only is not None:
+        wanted = [(tag, chain) for tag, chain in tagged["instance"] if tag in only]
+        missing = only - {tag for tag, _ in wanted}
+        chains = [chain for _, chain in wanted]
+        tagged["instance"] = wanted
+        for t in ("base", "env"):
+            tagged[t] = [(tag, c) for tag, c in tagged[t]
+                         if any(ch[:len(c)] == c for ch in chains)]
+        print(f"{len(wanted)} of {len(only)} named instance images are in the engine"
+              f" ({len(missing)} not: not counted)")
+        print()
     counted = set()
     totals = collections.Counter()
     counts = collections.Counter()
