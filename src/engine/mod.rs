@@ -229,9 +229,9 @@ impl Engine {
     /// them) and the node that ran each evaluation (swarm). A failure to
     /// write is logged: the results are already recorded.
     fn record_after_run(&self, records: &Records) {
-        // The next run's start order; a run of reused results changes nothing.
-        let mut durations = Durations::load(self.runner.durations.path())
-            .unwrap_or_else(|_| Durations::empty(self.runner.durations.path()));
+        // The next run's start order: this run's seconds over what the file
+        // holds (`save` merges); a run of reused results changes nothing.
+        let mut durations = Durations::empty(self.runner.durations.path());
         durations.record(records);
         if let Err(e) = durations.save() {
             eprintln!("warning: {e}");

@@ -98,17 +98,11 @@ impl Durations {
     /// Writes the set atomically, over what a run that ended meanwhile
     /// wrote (its other instances are kept).
     pub fn save(&mut self) -> Result<(), DurationsError> {
-        let io = |source| DurationsError::Io {
-            path: self.path.clone(),
-            source,
-        };
         if let Ok(disk) = Durations::load(&self.path) {
             for (id, secs) in disk.tests {
                 self.tests.entry(id).or_insert(secs);
             }
         }
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io)?;
         let text = serde_json::to_vec(&DurationsFile {
             tests: self.tests.clone(),
         })
@@ -116,10 +110,12 @@ impl Durations {
             path: self.path.clone(),
             source,
         })?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-        std::io::Write::write_all(&mut tmp, &text).map_err(io)?;
-        tmp.persist(&self.path).map_err(|e| io(e.error))?;
-        Ok(())
+        crate::rundir::atomic::write_atomic(&self.path, &text).map_err(|source| {
+            DurationsError::Io {
+                path: self.path.clone(),
+                source,
+            }
+        })
     }
 }
 

@@ -19,23 +19,10 @@ fn evaluations_start_with_the_unknown_then_the_longest_earlier_tests() {
     let rows: Vec<Value> = ids.iter().map(|id| w.row(id)).collect();
     w.sb.write("dataset.jsonl", &jsonl(&rows));
     let one_worker = |run_id: &'static str| {
-        [
-            "run",
-            "--dataset",
-            "dataset.jsonl",
-            "--predictions",
-            "gold",
-            "--run-id",
-            run_id,
-            "--backend",
-            "local",
-            "--specs",
-            "specs",
-            "--mirror-dir",
-            "mirrors",
-            "--max-workers",
-            "1",
-        ]
+        let mut a = w.args(run_id, "gold", &[]);
+        let at = a.iter().position(|x| *x == "--max-workers").unwrap();
+        a[at + 1] = "1";
+        a
     };
     // A first run records each instance's test seconds in the cache folder.
     let out = w.sb.run(&one_worker("first"));
