@@ -433,13 +433,13 @@ impl LocalBackend {
             .spawn()
             .map_err(|source| InfraError::Spawn { program, source })?;
         let pid = child.id();
-        let (timed_out, cancelled) = tokio::select! {
+        let (timed_out, cancelled, status) = tokio::select! {
             r = child.wait() => {
-                r.map_err(|e| InfraError::Other(format!("waiting for the eval script: {e}")))?;
-                (false, false)
+                let status = r.map_err(|e| InfraError::Other(format!("waiting for the eval script: {e}")))?;
+                (false, false, Some(status))
             }
-            _ = tokio::time::sleep(timeout) => (true, false),
-            _ = cancel.wait_for(|c| *c) => (false, true),
+            _ = tokio::time::sleep(timeout) => (true, false, None),
+            _ = cancel.wait_for(|c| *c) => (false, true, None),
         };
         if timed_out || cancelled {
             if let Some(pid) = pid {
@@ -453,6 +453,11 @@ impl LocalBackend {
         }
         let elapsed = started.elapsed();
         let log = std::fs::read(&out_path).map_err(io(&out_path))?;
+        if self.bwrap.is_some() {
+            if let Some(message) = sandbox_failure(status.and_then(|s| s.code()), &log) {
+                return Err(InfraError::SandboxFailed { message });
+            }
+        }
         Ok(RunOutput {
             log,
             timed_out,
@@ -463,6 +468,23 @@ impl LocalBackend {
             capped: None,
         })
     }
+}
+
+/// bubblewrap's own failure, told from the script's: bwrap exits 1 with
+/// only its "bwrap: ..." message when it cannot set the sandbox up, while
+/// every eval script's first output is its xtrace (`+ ...`).
+fn sandbox_failure(code: Option<i32>, log: &[u8]) -> Option<String> {
+    if code != Some(1) || !log.starts_with(b"bwrap: ") {
+        return None;
+    }
+    let text = String::from_utf8_lossy(log);
+    Some(
+        text.lines()
+            .next()
+            .unwrap_or_default()
+            .trim_end()
+            .to_string(),
+    )
 }
 
 fn site_packages(venv: &Path) -> Option<PathBuf> {
@@ -572,4 +594,42 @@ async fn run_logged(program: &str, args: &[String], log: &Path) -> Result<(), En
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// bwrap's real output when it cannot set up the sandbox is told apart
+    /// from a script's log (which starts with its xtrace).
+    #[test]
+    fn a_sandbox_that_did_not_start_is_told_from_a_script_log() {
+        let Some(bwrap) = detect_bwrap() else {
+            assert!(
+                std::env::var_os("PATCHGRADE_REQUIRE_SANDBOX").is_none(),
+                "PATCHGRADE_REQUIRE_SANDBOX is set but bwrap does not work here"
+            );
+            return;
+        };
+        let out = std::process::Command::new(bwrap)
+            .args([
+                "--ro-bind",
+                "/",
+                "/",
+                "--ro-bind",
+                "/patchgrade-no-such-path",
+                "/x",
+            ])
+            .args(["bash", "-c", "echo ran"])
+            .output()
+            .unwrap();
+        let mut log = out.stdout.clone();
+        log.extend_from_slice(&out.stderr);
+        let why = sandbox_failure(out.status.code(), &log).expect("a setup failure");
+        assert!(why.starts_with("bwrap: "), "{why}");
+        assert!(why.contains("/patchgrade-no-such-path"), "{why}");
+        // A script that ran and failed with exit 1 is the script's verdict.
+        assert_eq!(sandbox_failure(Some(1), b"+ cd /testbed\nbwrap: x\n"), None);
+        assert_eq!(sandbox_failure(Some(0), b"bwrap: x\n"), None);
+    }
 }

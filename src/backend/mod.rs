@@ -65,6 +65,10 @@ pub enum InfraError {
         program: String,
         source: std::io::Error,
     },
+    /// bubblewrap could not set the sandbox up: the script never ran, so
+    /// its (empty) log says nothing of the candidate.
+    #[error("the sandbox did not start: {message}")]
+    SandboxFailed { message: String },
     #[error("{0}")]
     Other(String),
 }

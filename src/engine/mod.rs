@@ -5,7 +5,7 @@
 mod leftovers;
 mod progress;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use crate::backend::{Backend, LocalBackend, SwarmBackend};
 use crate::repo::{RepoCache, RepoSources};
 use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup};
 use crate::runner::jobs::Job;
-use crate::runner::jobs::Records;
+use crate::runner::jobs::{RecordKey, Records};
 use crate::runner::schedule::Durations;
 use crate::runner::{RunConfig, Runner};
 use crate::script::dataset::ScriptSource;
@@ -228,11 +228,12 @@ impl Engine {
     /// interpreters the run's images got (resolved as evaluations need
     /// them) and the node that ran each evaluation (swarm). A failure to
     /// write is logged: the results are already recorded.
-    fn record_after_run(&self, records: &Records) {
+    fn record_after_run(&self, records: &Records, chosen_tests: &BTreeSet<RecordKey>) {
         // The next run's start order: this run's seconds over what the file
-        // holds (`save` merges); a run of reused results changes nothing.
+        // holds (`save` merges); a run of reused results changes nothing,
+        // and runs of chosen test files (audits) say nothing of the suite.
         let mut durations = Durations::empty(self.runner.durations.path());
-        durations.record(records);
+        durations.record(records, |key| !chosen_tests.contains(key));
         if let Err(e) = durations.save() {
             eprintln!("warning: {e}");
         }
@@ -408,11 +409,16 @@ impl Engine {
             .backend
             .remove_stale(self.runner.cfg.rundir.run_id())
             .await;
+        let chosen_tests: BTreeSet<RecordKey> = jobs
+            .iter()
+            .filter(|j| j.directives.is_some())
+            .map(Job::key)
+            .collect();
         let ran = self.runner.clone().run(jobs, tx, cancel_rx).await;
         let _ = reporter.await;
         watcher.abort();
         self.runner.backend.finish().await;
-        self.record_after_run(&ran.records);
+        self.record_after_run(&ran.records, &chosen_tests);
         Executed {
             records: ran.records,
             interrupted: interrupted.load(Ordering::SeqCst),

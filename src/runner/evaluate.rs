@@ -602,7 +602,18 @@ impl<'a> Evaluation<'a> {
         let map = match grade::logs_eval(rs.spec.log_parser, text) {
             Ok(map) => map,
             Err(u) => {
-                let detail = format!("ungradable log: {u}");
+                let mut detail = format!("ungradable log: {u}");
+                if u == grade::Ungradable::MissingMarkers {
+                    // What the script got to, for a log that says nothing.
+                    let last = text.lines().rev().find(|l| !l.trim().is_empty());
+                    match last {
+                        Some(l) => {
+                            let l: String = l.trim().chars().take(200).collect();
+                            detail.push_str(&format!("; its last line: {l}"));
+                        }
+                        None => detail.push_str("; the log is empty"),
+                    }
+                }
                 self.record.ungradable = Some(u);
                 // Reference semantics: a report exists, nothing resolved.
                 return (Outcome::Unresolved, Some(detail));

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::jobs::{Job, Records};
+use super::jobs::{Job, RecordKey, Records};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DurationsError {
@@ -86,10 +86,12 @@ impl Durations {
         self.tests.get(instance_id).copied()
     }
 
-    /// Takes the test seconds of every record whose tests ran.
-    pub fn record(&mut self, records: &Records) {
-        for ((_, instance_id, _), rec) in records {
-            if rec.timings.tests > 0.0 {
+    /// Takes the test seconds of every record whose tests ran and that
+    /// `whole_suite` says ran the instance's own tests.
+    pub fn record(&mut self, records: &Records, whole_suite: impl Fn(&RecordKey) -> bool) {
+        for (key, rec) in records {
+            let (_, instance_id, _) = key;
+            if rec.timings.tests > 0.0 && whole_suite(key) {
                 self.tests.insert(instance_id.clone(), rec.timings.tests);
             }
         }
@@ -170,6 +172,33 @@ mod tests {
         ];
         order(&mut groups, &d);
         assert_eq!(ids(&groups), ["new-a", "new-b", "long", "mid", "short"]);
+    }
+
+    #[test]
+    fn only_whole_suite_runs_whose_tests_ran_are_recorded() {
+        let mut records = Records::new();
+        for (id, sample, secs) in [
+            ("full", None, 40.0),
+            ("chosen", Some("s"), 3.0),
+            ("none", None, 0.0),
+        ] {
+            let mut rec = crate::outcome::EvalRecord::new(id, "m", "local");
+            rec.timings.tests = secs;
+            records.insert(
+                ("m".into(), id.into(), sample.map(String::from)),
+                Box::new(rec),
+            );
+        }
+        let mut d = Durations::default();
+        d.tests.insert("chosen".into(), 50.0);
+        d.record(&records, |(_, _, sample)| sample.is_none());
+        assert_eq!(d.get("full"), Some(40.0));
+        assert_eq!(
+            d.get("chosen"),
+            Some(50.0),
+            "a run of chosen tests keeps the suite's time"
+        );
+        assert_eq!(d.get("none"), None, "no tests ran: nothing known");
     }
 
     #[test]

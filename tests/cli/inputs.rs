@@ -1,6 +1,7 @@
 //! `patchgrade run` on bad and hostile inputs: odd patches each get their
 //! outcome, malformed files stop the run before any work (with file and
-//! line), and `--instance-ids` filters and rejects unknown ids.
+//! line), `--instance-ids` filters and rejects unknown ids, and a log that
+//! lost its markers is unresolved with its last line quoted.
 
 use super::*;
 
@@ -199,4 +200,28 @@ fn instance_ids_filter_and_unknown_ids() {
     let out = w.sb.run(&w.args("f2", "gold", &["--instance-ids", "w-3"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("w-3"));
+}
+
+/// A script killed before its end marker: unresolved as in the reference,
+/// and the detail quotes how far the log got.
+#[test]
+fn a_log_without_its_markers_is_unresolved_and_says_where_it_stopped() {
+    let spec = "repo: acme/widgets\nversions:\n  \"*\":\n    test_cmd: python3 -m unittest -v; kill -9 $$\n    log_parser: unittest\n";
+    let w = Widgets::new(spec, &[]);
+    w.sb.write("dataset.jsonl", &jsonl(&[w.row("acme__widgets-1")]));
+    let out = w.sb.run(&w.args("km", "gold", &[]));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec = w.sb.record("km", "gold", "acme__widgets-1");
+    assert_eq!(rec["outcome"], "unresolved", "{rec}");
+    assert_eq!(rec["ungradable"]["kind"], "missing_markers", "{rec}");
+    let detail = rec["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with("ungradable log: test output markers missing; its last line: + kill -9"),
+        "{rec}"
+    );
 }

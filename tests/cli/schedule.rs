@@ -38,6 +38,13 @@ fn evaluations_start_with_the_unknown_then_the_longest_earlier_tests() {
         ids,
         "nothing known: input order"
     );
+    // An audit's reruns run chosen test files: they say nothing of how
+    // long the suite takes, and leave the file as it was.
+    let before = std::fs::read_to_string(&path).unwrap();
+    let out = w.sb.run(&["audit", "logs/run_evaluation/first", "--rerun"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("dynamic audit: "), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
 
     // Earlier runs say s2 took longest, then s3, then s1; s4 is new.
     std::fs::write(
