@@ -4,13 +4,16 @@
 //! gold, wrong, repeated and sampled patches, the demo and the local venv
 //! and sandbox. Bad and hostile inputs are in tests/cli/inputs.rs, the
 //! audit of resolved passes (static, `--rerun`, history) in
-//! tests/cli/audit.rs, the start order of evaluations in tests/cli/schedule.rs.
+//! tests/cli/audit.rs, the start order of evaluations in tests/cli/schedule.rs,
+//! a sandbox that fails to start in tests/cli/sandbox.rs.
 
 #[path = "cli/audit.rs"]
 mod audit;
 mod common;
 #[path = "cli/inputs.rs"]
 mod inputs;
+#[path = "cli/sandbox.rs"]
+mod sandbox;
 #[path = "cli/schedule.rs"]
 mod schedule;
 
