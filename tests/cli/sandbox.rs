@@ -44,17 +44,13 @@ fn run_with_failing_bwrap(w: &Widgets, run_id: &str, failures: u32) -> Output {
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(bin())
-        .args(w.args(run_id, "gold", &[]))
-        .current_dir(w.sb.path())
-        .env("PATCHGRADE_CACHE", w.sb.cache())
-        .env_remove("PATCHGRADE_MIRROR_DIR")
-        .env("PATH", path)
-        .env("PATCHGRADE_TEST_BWRAP_FAILURES", &state)
-        .output()
-        .unwrap();
-    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    out
+    w.sb.run_env(
+        &w.args(run_id, "gold", &[]),
+        &[
+            ("PATH", path.as_ref()),
+            ("PATCHGRADE_TEST_BWRAP_FAILURES", state.as_os_str()),
+        ],
+    )
 }
 
 fn left(state: &Path) -> String {

@@ -53,11 +53,18 @@ impl Sandbox {
 
     /// Run `patchgrade ARGS` in the sandbox with its own cache.
     pub fn run(&self, args: &[&str]) -> Output {
+        self.run_env(args, &[])
+    }
+
+    /// [`Sandbox::run`] with more environment variables (`PATH` for a
+    /// tool placed in front of the real one).
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Output {
         let out = Command::new(bin())
             .args(args)
             .current_dir(self.path())
             .env("PATCHGRADE_CACHE", self.cache())
             .env_remove("PATCHGRADE_MIRROR_DIR")
+            .envs(env.iter().copied())
             .output()
             .expect("run patchgrade");
         eprintln!(
