@@ -37,6 +37,13 @@ pub(crate) fn parse_cargo(log: &str) -> RawParse {
 mod tests {
     use crate::parse::{parse_log, status_map, LogParser, TestStatus::*};
 
+    /// Real `cargo test` logs (no-fail-fast, one exact test, colours on)
+    /// against what the reference's parser makes of them.
+    #[test]
+    fn captured_logs_match_the_reference() {
+        crate::parse::fixtures::assert_matches_reference(LogParser::Cargo, 3);
+    }
+
     /// Real `cargo test --no-fail-fast` output (a demo crate, current stable
     /// toolchain): unit tests with ignored, should_panic and nested-module
     /// tests, an integration test and a doc-test.

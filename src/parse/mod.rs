@@ -15,6 +15,8 @@ use std::str::FromStr;
 
 mod cargo;
 mod django;
+#[cfg(test)]
+pub(crate) mod fixtures;
 mod gotest;
 mod py;
 mod pytest;
