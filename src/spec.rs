@@ -377,16 +377,19 @@ impl SpecSet {
         inst: &crate::dataset::Instance,
     ) -> Result<std::borrow::Cow<'_, ResolvedSpec>, SpecError> {
         let rs = self.lookup(&inst.repo, &inst.version)?;
-        let Some(name) = inst.extra.get("log_parser").and_then(Value::as_str) else {
-            return Ok(std::borrow::Cow::Borrowed(rs));
+        let (name, named) = match inst.extra.get("log_parser").and_then(Value::as_str) {
+            Some(name) => (name, name.parse()),
+            None => (rs.spec.log_parser.name(), Ok(rs.spec.log_parser)),
         };
-        let parser: LogParser =
-            name.parse()
-                .map_err(|e: crate::parse::UnknownParser| SpecError::InstanceParser {
-                    instance: inst.instance_id.clone(),
-                    name: name.to_string(),
-                    reason: e.to_string(),
-                })?;
+        // A parser the reference picks by instance (parse_log_immutable_js)
+        // is resolved here, so grading reads the log with the concrete one.
+        let parser = named
+            .and_then(|p: LogParser| p.for_instance(&inst.instance_id, &inst.version))
+            .map_err(|e| SpecError::InstanceParser {
+                instance: inst.instance_id.clone(),
+                name: name.to_string(),
+                reason: e.to_string(),
+            })?;
         if parser == rs.spec.log_parser {
             return Ok(std::borrow::Cow::Borrowed(rs));
         }
@@ -440,6 +443,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("o__r-1") && e.contains("parse_log_cobol"), "{e}");
+        // A parser that dispatches on the instance is resolved here.
+        let own = s
+            .for_instance(&inst(serde_json::json!({
+                "instance_id": "immutable-js__immutable-js-2005",
+                "log_parser": "parse_log_immutable_js"
+            })))
+            .unwrap();
+        assert_eq!(own.spec.log_parser, LogParser::JestJson);
+        let e = s
+            .for_instance(&inst(serde_json::json!({
+                "instance_id": "immutable-js__immutable-js-7",
+                "log_parser": "parse_log_immutable_js"
+            })))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("immutable-js-7"), "{e}");
     }
 
     #[test]
