@@ -3,8 +3,9 @@
 //! The datasets' FAIL_TO_PASS / PASS_TO_PASS ids were produced by the
 //! reference's parsers, so each parser here reproduces their tokenisation
 //! exactly, quirks included. The reference is SWE-bench 5.0.2 (W5:
-//! `swebench/harness/log_parsers/{python,rust,go}.py`); where v4.1.0 (V4)
-//! behaved differently the parser module says so.
+//! `swebench/harness/log_parsers/{python,rust,go,java,javascript}.py`);
+//! where v4.1.0 (V4) behaved differently the parser module says so. The
+//! captured logs they are checked against are described in docs/parsers.md.
 //!
 //! Every parser is a plain sync function over `&str` (the caller decodes
 //! non-UTF-8 logs lossily) and never panics.
@@ -217,7 +218,11 @@ impl LogParser {
     /// reference's parsers that pick another one by the instance (their
     /// choice is made here, before parsing, so the spec names the parser
     /// that really reads the log). Errs where the reference would raise.
-    pub fn for_instance(self, instance_id: &str, version: &str) -> Result<LogParser, UnknownParser> {
+    pub fn for_instance(
+        self,
+        instance_id: &str,
+        version: &str,
+    ) -> Result<LogParser, UnknownParser> {
         let _ = version;
         match self {
             LogParser::ImmutableJs => javascript::immutable_js_for(instance_id),
