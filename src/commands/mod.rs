@@ -4,6 +4,7 @@
 
 mod audit;
 mod perf;
+mod regrade;
 mod report;
 mod review;
 mod run;
@@ -33,6 +34,7 @@ pub async fn dispatch(command: Command, given: Given) -> Result<(), ExpectedErro
         Command::Validate(args) => validate::validate(args, &given).await,
         Command::Audit(args) => audit::audit(args, &given).await,
         Command::Report(args) => report::report(args),
+        Command::Regrade(args) => regrade::regrade(args),
         Command::Select(args) => select::select(args, &given).await,
         Command::Perf(args) => perf::perf(args).await,
         Command::Review(args) => review::review(args).await,

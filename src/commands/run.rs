@@ -49,7 +49,7 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
     };
     let mut summaries = Vec::new();
     let run_dir = engine.runner.cfg.rundir.clone();
-    for m in model_summaries(&dataset, &preds, &done.records, &info) {
+    for m in model_summaries(&dataset, &preds, &done.records, &info, &run_dir) {
         let path = args
             .report_dir
             .join(Summary::file_name(&model_dir(&m.model), &args.run_id));

@@ -88,8 +88,10 @@ pub(crate) fn assert_matches_reference(parser: LogParser, min_cases: usize) {
             Some(expected) => assert_eq!(
                 &got.statuses,
                 expected,
-                "{} differs from the reference parser's map",
-                case.log_path.display()
+                "{} (instance {} version {}) differs from the reference parser's map",
+                case.log_path.display(),
+                case.instance_id,
+                case.version
             ),
             None => assert!(
                 got.reference_error.is_some(),

@@ -79,6 +79,12 @@ impl EvalDir {
         Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// The instance log (lossy UTF-8), if it was written.
+    pub fn instance_log(&self) -> Option<String> {
+        let bytes = std::fs::read(self.0.join(INSTANCE_LOG_FILE)).ok()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// Copy the `*.log` files of a workspace here (`setup.log` becomes
     /// `workspace-setup.log`), so failures can be read after the workspace
     /// is gone. Best effort: a failure to copy is only logged.
