@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::audit::ReasonKind;
+use crate::backend::BackendKind;
 use crate::dataset::{Dataset, Prediction};
 use crate::outcome::{EvalRecord, Outcome};
 use crate::review::quality::ReviewCell;
@@ -17,7 +18,7 @@ use crate::table::{render, Layout};
 #[derive(Debug, Clone)]
 pub struct RunInfo {
     pub run_id: String,
-    pub backend: String,
+    pub backend: BackendKind,
     pub wall_seconds: f64,
 }
 
@@ -63,7 +64,7 @@ pub fn model_summaries(
                 version: crate::VERSION.into(),
                 run_id: run.run_id.clone(),
                 model_name_or_path: model.to_string(),
-                backend: run.backend.clone(),
+                backend: run.backend,
                 outcomes: BTreeMap::new(),
                 ids_by_outcome: BTreeMap::new(),
                 audit: AuditCounts::default(),
@@ -107,7 +108,7 @@ pub struct SummaryExtra {
     pub version: String,
     pub run_id: String,
     pub model_name_or_path: String,
-    pub backend: String,
+    pub backend: BackendKind,
     /// Count per outcome, every outcome present (zero included).
     pub outcomes: BTreeMap<Outcome, usize>,
     pub ids_by_outcome: BTreeMap<Outcome, Vec<String>>,

@@ -12,7 +12,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::{check_eval_scripts, finished_all, list, load_dataset, print_json, write_report};
-use crate::cli::engine_args::{BackendKind, CacheLevelArg, EngineArgs};
+use crate::cli::engine_args::{BackendArg, CacheLevelArg, EngineArgs};
 use crate::cli::perf_args::{MeasureArgs, PerfArgs};
 use crate::error::ExpectedError;
 use patchgrade::backend::docker::daemon;
@@ -88,12 +88,12 @@ pub fn options(
     engine: &mut EngineArgs,
     run_id: &str,
 ) -> Result<(MeasureOptions, AnalysisOptions), ExpectedError> {
-    if engine.backend == BackendKind::Local {
+    if engine.backend == BackendArg::Local {
         return Err(ExpectedError::bad(anyhow::anyhow!(
             "perf measures in containers: it needs --backend docker (or auto with a Docker daemon)"
         )));
     }
-    engine.backend = BackendKind::Docker;
+    engine.backend = BackendArg::Docker;
     // Without --cache-level the images stay (the cache budget never evicts
     // what this run used); a level that drops instance images is raised.
     if matches!(engine.docker.cache_level, Some(l) if l != CacheLevelArg::Instance) {

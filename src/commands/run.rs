@@ -44,7 +44,7 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
     let preds: Vec<&Prediction> = submitted.iter().collect();
     let info = RunInfo {
         run_id: args.run_id.clone(),
-        backend: engine.backend_name.clone(),
+        backend: engine.backend,
         wall_seconds: done.elapsed.as_secs_f64(),
     };
     let mut summaries = Vec::new();

@@ -14,10 +14,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::backend::docker::daemon::answers as daemon_answers;
-use crate::backend::docker::images::CacheLevel;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::swarm::{SwarmError, SwarmOptions};
-use crate::backend::{Backend, LocalBackend, SwarmBackend};
+use crate::backend::{Backend, BackendKind, LocalBackend, SwarmBackend};
 use crate::repo::{RepoCache, RepoSources};
 use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup};
 use crate::runner::jobs::Job;
@@ -40,6 +39,17 @@ pub enum BackendChoice {
     Local,
     /// Docker Swarm services, images from a registry.
     Swarm,
+}
+
+/// The backend that ran a run, chosen again.
+impl From<BackendKind> for BackendChoice {
+    fn from(kind: BackendKind) -> BackendChoice {
+        match kind {
+            BackendKind::Docker => BackendChoice::Docker,
+            BackendKind::Local => BackendChoice::Local,
+            BackendKind::Swarm => BackendChoice::Swarm,
+        }
+    }
 }
 
 /// Where repositories and specs come from, where caches live.
@@ -116,7 +126,7 @@ pub struct EngineOptions {
 
 impl EngineOptions {
     /// What run.json records of these options (`backend`: the one used).
-    pub fn setup(&self, backend: &str) -> RunSetup {
+    pub fn setup(&self, backend: BackendKind) -> RunSetup {
         let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
         let d = &self.docker;
         RunSetup {
@@ -124,7 +134,7 @@ impl EngineOptions {
             mirror_dir: self.sources.mirror_dir.as_deref().map(abs),
             repo_url_template: Some(self.sources.repo_url_template.clone()),
             cache_dir: Some(abs(&self.sources.cache())),
-            backend: Some(backend.to_string()),
+            backend: Some(backend),
             sandbox: Some(self.sandbox),
             timeout_secs: Some(self.timeout.as_secs()),
             eval_script: (self.eval_script != ScriptSource::Spec).then_some(self.eval_script),
@@ -133,15 +143,7 @@ impl EngineOptions {
                 instance_image_tag: d.instance_image_tag.clone(),
                 base_image: d.base_image.clone(),
                 ca_cert: d.ca_cert.clone(),
-                cache_level: d.cache_level.map(|l| {
-                    match l {
-                        CacheLevel::None => "none",
-                        CacheLevel::Base => "base",
-                        CacheLevel::Env => "env",
-                        CacheLevel::Instance => "instance",
-                    }
-                    .into()
-                }),
+                cache_level: d.cache_level,
                 cache_budget: d.cache_budget.clone(),
                 python_dirs: d
                     .python_dirs
@@ -205,7 +207,8 @@ impl EngineError {
 /// A runner ready to execute jobs, with its scratch space.
 pub struct Engine {
     pub runner: Arc<Runner>,
-    pub backend_name: String,
+    /// The backend chosen (`--backend auto` resolved).
+    pub backend: BackendKind,
     _work: tempfile::TempDir,
     /// Held while the engine lives: one process per run folder.
     _lock: RunLock,
@@ -338,7 +341,7 @@ impl Engine {
             force: opts.force,
             eval_script: opts.eval_script,
         };
-        let backend_name = backend.name().to_string();
+        let backend_kind = backend.kind();
         let durations_path = cache.join("durations.json");
         let durations = Durations::load(&durations_path).unwrap_or_else(|e| {
             eprintln!("warning: {e}; evaluations start in input order");
@@ -356,7 +359,7 @@ impl Engine {
             .create()
             .and_then(|()| {
                 let mut meta = RunMeta::new(run_id, dataset_path);
-                meta.setup = Some(opts.setup(&backend_name));
+                meta.setup = Some(opts.setup(backend_kind));
                 rundir.write_meta(&meta)
             })
             .map_err(|source| EngineError::Io {
@@ -365,7 +368,7 @@ impl Engine {
             })?;
         Ok(Engine {
             runner,
-            backend_name,
+            backend: backend_kind,
             _work: work,
             _lock: lock,
         })

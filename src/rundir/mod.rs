@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::docker::images::CacheLevel;
+use crate::backend::BackendKind;
 use crate::dataset::model_dir;
 use crate::outcome::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
@@ -89,9 +91,9 @@ pub struct RunSetup {
     pub repo_url_template: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_dir: Option<PathBuf>,
-    /// The backend that ran the tests: `docker` or `local`.
+    /// The backend that ran the tests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
+    pub backend: Option<BackendKind>,
     /// Local backend: bubblewrap was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<bool>,
@@ -116,10 +118,9 @@ pub struct DockerSetup {
     /// `--ca-cert` as given (None: the default lookup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_cert: Option<String>,
-    /// `none`, `base`, `env` or `instance`; None: not given, the cache
-    /// budget decides (the default).
+    /// None: not given, the cache budget decides (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_level: Option<String>,
+    pub cache_level: Option<CacheLevel>,
     /// `--cache-budget` as given (None: the default rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_budget: Option<String>,
@@ -339,7 +340,7 @@ mod tests {
         meta.setup = Some(RunSetup {
             specs: vec![PathBuf::from("/s")],
             mirror_dir: Some(PathBuf::from("/m")),
-            backend: Some("docker".into()),
+            backend: Some(BackendKind::Docker),
             docker: Some(DockerSetup {
                 memory: "2g".into(),
                 pids_limit: 64,
@@ -353,5 +354,20 @@ mod tests {
         let back = rundir.meta().unwrap();
         assert_eq!(back.setup, meta.setup);
         assert_eq!(back.dataset_sha256, meta.dataset_sha256);
+    }
+
+    #[test]
+    fn settings_keep_their_run_json_spelling() {
+        // As the string-typed setup wrote them before the settings were typed.
+        let text = r#"{"backend":"swarm","docker":{"instance_image_tag":"latest",
+            "base_image":"debian:{suite}-slim","cache_level":"instance","memory":"4g",
+            "cpus":2.0,"pids_limit":1024,"build_timeout_secs":3600}}"#;
+        let setup: RunSetup = serde_json::from_str(text).unwrap();
+        assert_eq!(setup.backend, Some(BackendKind::Swarm));
+        let docker = setup.docker.as_ref().unwrap();
+        assert_eq!(docker.cache_level, Some(CacheLevel::Instance));
+        let back = serde_json::to_value(&setup).unwrap();
+        assert_eq!(back["backend"], "swarm");
+        assert_eq!(back["docker"]["cache_level"], "instance");
     }
 }

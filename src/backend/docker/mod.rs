@@ -539,7 +539,7 @@ impl DockerBackend {
             wave(&|u| u.tier == Tier::Base && !root(u)),
             wave(&|u| u.tier == Tier::Base && root(u)),
         ];
-        let why = format!("--cache-level {level:?}").to_lowercase();
+        let why = format!("--cache-level {level}");
         self.remove_images(&conn.docker, waves, &why).await.len()
     }
 
