@@ -15,6 +15,7 @@ pub mod dataset;
 pub mod engine;
 pub mod grade;
 pub mod heap;
+pub mod key;
 pub mod metrics;
 pub mod outcome;
 pub mod parse;

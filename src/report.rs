@@ -55,9 +55,10 @@ pub fn model_summaries(
                 .filter(|p| p.model_name_or_path == model)
                 .collect();
             let mut recs: BTreeMap<String, EvalRecord> = BTreeMap::new();
-            for ((m, id, _), r) in records {
-                if m == model {
-                    recs.entry(id.clone()).or_insert_with(|| (**r).clone());
+            for (key, r) in records {
+                if key.model == model {
+                    recs.entry(key.instance_id.clone())
+                        .or_insert_with(|| (**r).clone());
                 }
             }
             let extra = SummaryExtra {

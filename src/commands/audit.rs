@@ -14,6 +14,7 @@ use patchgrade::analysis::reaudit;
 use patchgrade::audit::{dynamic, Audit};
 use patchgrade::dataset::{Dataset, Instance};
 use patchgrade::engine::{Engine, EngineOptions, Executed};
+use patchgrade::key::EvalName;
 use patchgrade::outcome::{EvalRecord, Outcome};
 use patchgrade::review::submission::{audit_submission, SubmissionAudit, SubmissionOptions};
 use patchgrade::rundir::{Evaluation, RunDir};
@@ -258,10 +259,7 @@ fn submission_lines(audit: &SubmissionAudit) -> Vec<String> {
         if a.reasons.is_empty() && r.findings.is_empty() {
             continue;
         }
-        let who = match &p.sample_id {
-            Some(s) => format!("{}@{s}", p.instance_id),
-            None => p.instance_id.clone(),
-        };
+        let who = EvalName::new(&p.instance_id, p.sample_id.as_deref());
         let verdict = if a.is_suspect() { "suspect" } else { "clean" };
         out.push(format!(
             "{}  {who}  {verdict}  score {:.0}",

@@ -18,6 +18,7 @@ use crate::error::ExpectedError;
 use patchgrade::backend::docker::daemon;
 use patchgrade::dataset::{load_predictions, Dataset, GOLD};
 use patchgrade::engine::Engine;
+use patchgrade::key::EvalKey;
 use patchgrade::outcome::{EvalRecord, Outcome};
 use patchgrade::perf::container::MeasureOptions;
 use patchgrade::perf::instance::{measure_instance, PerfJob};
@@ -26,7 +27,7 @@ use patchgrade::perf::variants::PatchVariant;
 use patchgrade::perf::{aggregate, render, Aggregate, AnalysisOptions};
 use patchgrade::rundir::atomic::write_atomic;
 use patchgrade::runner::jobs::Records;
-use patchgrade::runner::jobs::{jobs_for_predictions, Job, RecordKey};
+use patchgrade::runner::jobs::{jobs_for_predictions, Job};
 
 pub async fn perf(mut args: PerfArgs) -> Result<(), ExpectedError> {
     let dataset = load_dataset(&args.dataset, &args.instance_ids)?;
@@ -213,7 +214,7 @@ async fn measure_run(
         .filter(|m| *m != GOLD)
         .collect();
     let docker = daemon::connect().await.map_err(ExpectedError::infra)?;
-    let resolved = |k: &RecordKey| records.get(k).map(|r| r.outcome == Outcome::Resolved);
+    let resolved = |k: &EvalKey| records.get(k).map(|r| r.outcome == Outcome::Resolved);
     let mut out = Measured {
         records: Vec::new(),
         aggregates: BTreeMap::new(),
@@ -229,7 +230,7 @@ async fn measure_run(
         if mine.is_empty() {
             continue;
         }
-        let gold_key: RecordKey = (GOLD.into(), id.clone(), None);
+        let gold_key = EvalKey::new(GOLD, id, None);
         let mut variants = vec![
             PatchVariant::base(),
             PatchVariant::base_copy(),

@@ -17,10 +17,11 @@ use crate::backend::docker::daemon::answers as daemon_answers;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::swarm::{SwarmError, SwarmOptions};
 use crate::backend::{Backend, BackendKind, LocalBackend, SwarmBackend};
+use crate::key::EvalKey;
 use crate::repo::{RepoCache, RepoSources};
 use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup};
 use crate::runner::jobs::Job;
-use crate::runner::jobs::{RecordKey, Records};
+use crate::runner::jobs::Records;
 use crate::runner::schedule::Durations;
 use crate::runner::{RunConfig, Runner};
 use crate::script::dataset::ScriptSource;
@@ -231,7 +232,7 @@ impl Engine {
     /// interpreters the run's images got (resolved as evaluations need
     /// them) and the node that ran each evaluation (swarm). A failure to
     /// write is logged: the results are already recorded.
-    fn record_after_run(&self, records: &Records, chosen_tests: &BTreeSet<RecordKey>) {
+    fn record_after_run(&self, records: &Records, chosen_tests: &BTreeSet<EvalKey>) {
         // The next run's start order: this run's seconds over what the file
         // holds (`save` merges); a run of reused results changes nothing,
         // and runs of chosen test files (audits) say nothing of the suite.
@@ -412,7 +413,7 @@ impl Engine {
             .backend
             .remove_stale(self.runner.cfg.rundir.run_id())
             .await;
-        let chosen_tests: BTreeSet<RecordKey> = jobs
+        let chosen_tests: BTreeSet<EvalKey> = jobs
             .iter()
             .filter(|j| j.directives.is_some())
             .map(Job::key)
@@ -436,13 +437,9 @@ impl Engine {
 fn placements(records: &Records) -> BTreeMap<String, String> {
     records
         .iter()
-        .filter_map(|((model, instance, sample), record)| {
+        .filter_map(|(key, record)| {
             let node = crate::backend::placement_of(record.environment.as_deref()?)?;
-            let key = match sample {
-                Some(s) => format!("{model}/{instance}@{s}"),
-                None => format!("{model}/{instance}"),
-            };
-            Some((key, node.to_string()))
+            Some((key.to_string(), node.to_string()))
         })
         .collect()
 }
@@ -460,17 +457,11 @@ mod tests {
             "env x{}",
             crate::backend::placement_suffix("host1/n1")
         ));
-        records.insert(
-            ("m".into(), "a__b-1".into(), None),
-            Box::new(placed.clone()),
-        );
-        records.insert(
-            ("m".into(), "a__b-2".into(), Some("3".into())),
-            Box::new(placed),
-        );
+        records.insert(EvalKey::new("m", "a__b-1", None), Box::new(placed.clone()));
+        records.insert(EvalKey::new("m", "a__b-2", Some("3")), Box::new(placed));
         let mut local = EvalRecord::new("a__b-4", "m", "docker");
         local.environment = Some("env y".into());
-        records.insert(("m".into(), "a__b-4".into(), None), Box::new(local));
+        records.insert(EvalKey::new("m", "a__b-4", None), Box::new(local));
         let nodes = placements(&records);
         assert_eq!(
             nodes.into_iter().collect::<Vec<_>>(),

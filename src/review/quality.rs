@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{FindingKind, StaticReview};
+use crate::key::EvalName;
 use crate::table::{render, Layout};
 
 /// What `run`'s table shows of an evaluation's `review.json` (written by
@@ -217,10 +218,7 @@ pub fn summarise(reviewed: &[Reviewed]) -> QualitySummary {
 /// `<model>  <instance>  score N  kinds`, or the notes when linters could
 /// not run.
 pub fn line(r: &Reviewed) -> String {
-    let who = match &r.sample {
-        Some(s) => format!("{}@{s}", r.instance_id),
-        None => r.instance_id.clone(),
-    };
+    let who = EvalName::new(&r.instance_id, r.sample.as_deref());
     let mut kinds: Vec<String> = r
         .review
         .findings

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::docker::images::CacheLevel;
 use crate::backend::BackendKind;
 use crate::dataset::model_dir;
+use crate::key::EvalName;
 use crate::outcome::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
 use crate::script::dataset::ScriptSource;
@@ -258,10 +259,7 @@ impl RunDir {
     /// The folder of one evaluation: `<model>/<instance_id>[@<sample>]`,
     /// `/` in model names as `__` (as the reference names them).
     pub fn eval_dir(&self, model: &str, instance_id: &str, sample: Option<&str>) -> EvalDir {
-        let leaf = match sample {
-            Some(s) => format!("{instance_id}@{s}"),
-            None => instance_id.to_string(),
-        };
+        let leaf = EvalName::new(instance_id, sample).to_string();
         EvalDir::new(self.path().join(model_dir(model)).join(leaf))
     }
 

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::backend::Backend;
 use crate::dataset::sha256_hex;
+use crate::key::EvalKey;
 use crate::outcome::{EvalRecord, Outcome};
 use crate::repo::RepoCache;
 use crate::rundir::eval_dir::EvalDir;
@@ -32,7 +33,7 @@ use crate::script::dataset::{eval_script_of, ScriptSource};
 use crate::spec::{hex, SpecSet};
 use crate::VERSION;
 use evaluate::Evaluated;
-use jobs::{group_identical, Job, RecordKey};
+use jobs::{group_identical, Job};
 
 /// What the runner tells its reporters.
 #[derive(Debug, Clone)]
@@ -121,7 +122,7 @@ pub struct Ran {
     pub unwritten: Vec<String>,
 }
 
-type TaskResult = Result<Option<Vec<(RecordKey, EvalRecord)>>, tokio::task::JoinError>;
+type TaskResult = Result<Option<Vec<(EvalKey, EvalRecord)>>, tokio::task::JoinError>;
 
 impl Ran {
     fn collect(&mut self, res: TaskResult) {
