@@ -23,6 +23,7 @@ pub mod passk;
 pub mod patch;
 pub mod perf;
 pub mod python;
+pub mod record;
 pub mod repo;
 pub mod report;
 pub mod review;

@@ -13,12 +13,15 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::audit::dynamic::{self, HeldOut};
-use crate::audit::{audit_static, Audit, AuditInput, CheckKind, CheckRun, ReasonKind};
+use crate::audit::{
+    audit_static, Audit, AuditInput, CheckKind, CheckOutcome, CheckRun, ReasonKind,
+};
 use crate::dataset::{model_dir, Dataset, Instance, Prediction};
 use crate::grade::Ungradable;
 use crate::key::EvalKey;
-use crate::outcome::{EvalRecord, Outcome};
+use crate::outcome::Outcome;
 use crate::parse::StatusMap;
+use crate::record::EvalRecord;
 use crate::report::AuditCounts;
 use crate::rundir::{Evaluation, RunDir};
 use crate::runner::jobs::Job;
@@ -240,7 +243,7 @@ pub fn plan(
 /// Why a dynamic evaluation cannot be judged.
 #[derive(Debug, Clone)]
 struct Unusable {
-    outcome: Option<String>,
+    outcome: Option<CheckOutcome>,
     cause: String,
 }
 
@@ -289,7 +292,7 @@ fn usable(
     };
     if !matches!(r.outcome, Outcome::Resolved | Outcome::Unresolved) {
         return Err(Unusable {
-            outcome: Some(r.outcome.name().into()),
+            outcome: Some(CheckOutcome::Outcome(r.outcome)),
             cause: r
                 .detail
                 .as_deref()
@@ -304,7 +307,7 @@ fn usable(
             cause.push_str(&format!("; {l}"));
         }
         Unusable {
-            outcome: Some("ungradable".into()),
+            outcome: Some(CheckOutcome::Ungradable),
             cause,
         }
     };
@@ -315,14 +318,14 @@ fn usable(
                 cause.push_str(&format!("; {l}"));
             }
             Err(Unusable {
-                outcome: Some(r.outcome.name().into()),
+                outcome: Some(CheckOutcome::Outcome(r.outcome)),
                 cause,
             })
         }
         Some(Ok(m)) => Ok(m),
         Some(Err(u)) => Err(ungradable(&u)),
         None => Err(Unusable {
-            outcome: Some(r.outcome.name().into()),
+            outcome: Some(CheckOutcome::Outcome(r.outcome)),
             cause: "no test log".into(),
         }),
     }

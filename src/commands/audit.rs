@@ -15,7 +15,8 @@ use patchgrade::audit::{dynamic, Audit};
 use patchgrade::dataset::{Dataset, Instance};
 use patchgrade::engine::{Engine, EngineOptions, Executed};
 use patchgrade::key::EvalName;
-use patchgrade::outcome::{EvalRecord, Outcome};
+use patchgrade::outcome::Outcome;
+use patchgrade::record::EvalRecord;
 use patchgrade::review::submission::{audit_submission, SubmissionAudit, SubmissionOptions};
 use patchgrade::rundir::{Evaluation, RunDir};
 

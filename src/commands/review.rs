@@ -233,7 +233,7 @@ async fn review_job(shared: &Shared, job: &Job) -> Option<Reviewed> {
         judge_overall: judged
             .as_ref()
             .and_then(|j| j.overall.as_ref().map(|s| s.mean)),
-        outcome: outcome.map(|o| o.to_string()),
+        outcome,
         seconds,
     })
 }

@@ -447,7 +447,7 @@ fn placements(records: &Records) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::EvalRecord;
+    use crate::record::EvalRecord;
 
     #[test]
     fn placements_key_evaluations_and_skip_unplaced_ones() {

@@ -19,7 +19,7 @@ use crate::backend::docker::images::CacheLevel;
 use crate::backend::BackendKind;
 use crate::dataset::model_dir;
 use crate::key::EvalName;
-use crate::outcome::EvalRecord;
+use crate::record::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
 use crate::script::dataset::ScriptSource;
 

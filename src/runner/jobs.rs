@@ -41,7 +41,7 @@ pub struct Job {
 /// A run's records by key. Boxed: a record is about 650 bytes, and B-tree
 /// nodes are often half empty, so inline records doubled the memory of a
 /// 100,000-prediction run.
-pub type Records = std::collections::BTreeMap<EvalKey, Box<crate::outcome::EvalRecord>>;
+pub type Records = std::collections::BTreeMap<EvalKey, Box<crate::record::EvalRecord>>;
 
 impl Job {
     /// A single-sample job with the instance's own tests.

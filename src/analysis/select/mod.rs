@@ -27,10 +27,11 @@ pub mod score;
 
 use crate::dataset::{sha256_hex, Instance, Prediction};
 use crate::key::EvalKey;
-use crate::outcome::{EvalRecord, Outcome};
+use crate::outcome::Outcome;
 use crate::parse::{StatusMap, TestStatus};
 use crate::passk::samples::{sample_order, ModelSamples, RunSamples, SampleRecord};
 use crate::patch::{ApplyStrategy, ChangeKind, Patch};
+use crate::record::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::RunDir;
 use crate::runner::jobs::Job;
