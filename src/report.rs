@@ -2,7 +2,6 @@
 //! counts under one key), audit counts, and the readable summary table.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -249,10 +248,6 @@ impl Summary {
         s.empty_patch_instances = s.empty_patch_ids.len();
         s.error_instances = s.error_ids.len();
         s
-    }
-
-    pub fn file_name(model_dir: &str, run_id: &str) -> PathBuf {
-        PathBuf::from(format!("{model_dir}.{run_id}.json"))
     }
 
     /// A readable table: one line per instance, then the counts. With the

@@ -141,8 +141,8 @@ async fn rerun(
     audits: &mut BTreeMap<usize, Audit>,
 ) -> Result<Executed, ExpectedError> {
     opts.log_dir = rundir.log_root().to_owned();
-    let audit_run = format!("{}.audit", rundir.run_id());
-    let engine = Engine::build(&opts, &audit_run, dataset_path)?;
+    let audit_run = rundir.audit_run();
+    let engine = Engine::build(&opts, audit_run.run_id(), dataset_path)?;
     let repos = engine.runner.repos.clone();
     let list_files = |inst: &Instance| {
         repos

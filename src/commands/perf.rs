@@ -27,6 +27,7 @@ use patchgrade::perf::variants::PatchVariant;
 use patchgrade::perf::{aggregate, render, Aggregate, AnalysisOptions};
 use patchgrade::record::EvalRecord;
 use patchgrade::rundir::atomic::write_atomic;
+use patchgrade::rundir::RunDir;
 use patchgrade::runner::jobs::Records;
 use patchgrade::runner::jobs::{jobs_for_predictions, Job};
 
@@ -104,7 +105,7 @@ pub fn options(
     }
     let bad = |e: String| ExpectedError::bad(anyhow::anyhow!(e));
     let mopts = measure
-        .measure_options(engine, &format!("{run_id}-perf"))
+        .measure_options(engine, &RunDir::new(&engine.log_dir, run_id).perf_run_id())
         .map_err(bad)?;
     let aopts = measure.analysis_options().map_err(bad)?;
     Ok((mopts, aopts))

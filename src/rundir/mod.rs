@@ -206,6 +206,41 @@ impl RunDir {
         self.log_root.join(&self.run_id)
     }
 
+    /// Where `audit --rerun` evaluates the dynamic checks: `<run_id>.audit`
+    /// beside this run.
+    pub fn audit_run(&self) -> RunDir {
+        self.sibling(&format!("{}.audit", self.run_id))
+    }
+
+    /// The run id of `select`'s evaluations when none is given:
+    /// `<run_id>.select`.
+    pub fn select_run_id(&self) -> String {
+        format!("{}.select", self.run_id)
+    }
+
+    /// `select`'s chosen predictions when no `--output` is given:
+    /// `<run_id>.selected.jsonl` (in the working folder).
+    pub fn selected_predictions_name(&self) -> PathBuf {
+        PathBuf::from(format!("{}.selected.jsonl", self.run_id))
+    }
+
+    /// The run id perf's measuring containers are labelled with:
+    /// `<run_id>-perf` (apart from the grading run's own containers).
+    pub fn perf_run_id(&self) -> String {
+        format!("{}-perf", self.run_id)
+    }
+
+    /// The validation report's file name: `validate.<run_id>.json`.
+    pub fn validate_report_name(&self) -> PathBuf {
+        PathBuf::from(format!("validate.{}.json", self.run_id))
+    }
+
+    /// A model's run summary, as the reference names it:
+    /// `<model>.<run_id>.json`, `/` in the model as `__`.
+    pub fn summary_name(&self, model: &str) -> PathBuf {
+        PathBuf::from(format!("{}.{}.json", model_dir(model), self.run_id))
+    }
+
     pub fn log_root(&self) -> &Path {
         &self.log_root
     }
@@ -352,6 +387,26 @@ mod tests {
         let back = rundir.meta().unwrap();
         assert_eq!(back.setup, meta.setup);
         assert_eq!(back.dataset_sha256, meta.dataset_sha256);
+    }
+
+    #[test]
+    fn names_derived_from_the_run_id() {
+        let run = RunDir::new(Path::new("logs/run_evaluation"), "r1");
+        assert_eq!(
+            run.audit_run().path(),
+            Path::new("logs/run_evaluation/r1.audit")
+        );
+        assert_eq!(run.select_run_id(), "r1.select");
+        assert_eq!(
+            run.selected_predictions_name(),
+            Path::new("r1.selected.jsonl")
+        );
+        assert_eq!(run.perf_run_id(), "r1-perf");
+        assert_eq!(run.validate_report_name(), Path::new("validate.r1.json"));
+        assert_eq!(
+            run.summary_name("org/model"),
+            Path::new("org__model.r1.json")
+        );
     }
 
     #[test]
