@@ -26,6 +26,7 @@ pub const BLACKHOLE_ROUTES: &str = "ip route add default dev lo 2>/dev/null; \
      ip route add unreachable \"$ns\" 2>/dev/null; done";
 
 use crate::dataset::Instance;
+use crate::record::Environment;
 use crate::spec::ResolvedSpec;
 
 #[derive(Debug, thiserror::Error)]
@@ -181,11 +182,11 @@ pub enum Env {
 
 impl Env {
     /// What to record in reports: env path or image id.
-    pub fn describe(&self) -> String {
+    pub fn environment(&self) -> Environment {
         match self {
-            Env::Local(e) => e.describe(),
-            Env::Docker(e) => e.describe(),
-            Env::Swarm(e) => e.describe(),
+            Env::Local(e) => e.environment(),
+            Env::Docker(e) => e.environment(),
+            Env::Swarm(e) => e.environment(),
         }
     }
 }
@@ -327,27 +328,9 @@ impl Backend {
     }
 }
 
-/// What a record's `environment` gains when the backend says where the
-/// evaluation ran (`placement`).
-pub fn placement_suffix(node: &str) -> String {
-    format!(" on node {node}")
-}
-
-/// The node in a record's `environment`, if a backend put one there.
-pub fn placement_of(environment: &str) -> Option<&str> {
-    environment.rsplit_once(" on node ").map(|(_, n)| n)
-}
-
 #[cfg(test)]
-mod placement_tests {
+mod tests {
     use super::*;
-
-    #[test]
-    fn the_node_is_read_back_from_the_environment() {
-        let env = format!("image a:b sha256:1{}", placement_suffix("vm/abc"));
-        assert_eq!(placement_of(&env), Some("vm/abc"));
-        assert_eq!(placement_of("image a:b sha256:1"), None);
-    }
 
     #[test]
     fn backend_kinds_have_one_spelling() {

@@ -154,13 +154,9 @@ impl Measured {
     }
 }
 
-/// The instance image an evaluation ran in (`image NAME ID ...`, see
-/// `DockerEnv::describe`): its id.
+/// The id of the instance image an evaluation ran in.
 fn image_of(r: &EvalRecord) -> Option<String> {
-    let env = r.environment.as_deref()?;
-    let mut w = env.split_whitespace();
-    (w.next()? == "image").then_some(())?;
-    let id = w.nth(1)?.trim_end_matches(';');
+    let id = r.environment.as_ref()?.image_id()?;
     id.starts_with("sha256:").then(|| id.to_string())
 }
 
@@ -384,6 +380,7 @@ fn write_file(path: &Path, text: &str) -> Result<(), ExpectedError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use patchgrade::record::Environment;
 
     #[test]
     fn variant_names_are_safe_and_unique() {
@@ -397,10 +394,11 @@ mod tests {
     #[test]
     fn the_image_is_read_from_the_environment() {
         let mut r = EvalRecord::new("i", "m", "docker");
-        r.environment =
-            Some("image sweb.eval.x:latest sha256:abc; python 3.11 (debian-suite)".into());
+        r.environment = Some(Environment::parse(
+            "image sweb.eval.x:latest sha256:abc; python 3.11 (debian-suite)",
+        ));
         assert_eq!(image_of(&r).as_deref(), Some("sha256:abc"));
-        r.environment = Some("venv /x/y".into());
+        r.environment = Some(Environment::parse("venv /x/y"));
         assert_eq!(image_of(&r), None);
     }
 }

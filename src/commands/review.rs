@@ -367,6 +367,6 @@ async fn static_review(
     let result = script::parse_log(&log, &spec);
     (
         script::review_from(&result, &spec, &files, h),
-        Some(env.describe()),
+        Some(env.environment().to_string()),
     )
 }

@@ -438,7 +438,7 @@ fn placements(records: &Records) -> BTreeMap<String, String> {
     records
         .iter()
         .filter_map(|(key, record)| {
-            let node = crate::backend::placement_of(record.environment.as_deref()?)?;
+            let node = record.environment.as_ref()?.node()?;
             Some((key.to_string(), node.to_string()))
         })
         .collect()
@@ -447,20 +447,19 @@ fn placements(records: &Records) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::EvalRecord;
+    use crate::record::{Environment, EvalRecord};
 
     #[test]
     fn placements_key_evaluations_and_skip_unplaced_ones() {
         let mut records = BTreeMap::new();
         let mut placed = EvalRecord::new("a__b-1", "m", "swarm");
-        placed.environment = Some(format!(
-            "env x{}",
-            crate::backend::placement_suffix("host1/n1")
+        placed.environment = Some(Environment::parse(
+            "image a:b sha256:1 (r:5000/a@sha256:2) on node host1/n1",
         ));
         records.insert(EvalKey::new("m", "a__b-1", None), Box::new(placed.clone()));
         records.insert(EvalKey::new("m", "a__b-2", Some("3")), Box::new(placed));
         let mut local = EvalRecord::new("a__b-4", "m", "docker");
-        local.environment = Some("env y".into());
+        local.environment = Some(Environment::Venv("/env/y".into()));
         records.insert(EvalKey::new("m", "a__b-4", None), Box::new(local));
         let nodes = placements(&records);
         assert_eq!(

@@ -371,7 +371,7 @@ impl<'a> Evaluation<'a> {
                 return Err(stop(outcome, e.to_string()));
             }
         };
-        self.record.environment = Some(env.describe());
+        self.record.environment = Some(env.environment());
         let activate = match backend.prepare_workspace(&env, rs, ws).await {
             Ok(a) => a,
             Err(e) => {
@@ -536,7 +536,7 @@ impl<'a> Evaluation<'a> {
         if let Some(node) = self.runner.backend.placement(ws) {
             self.line(format!("ran on node {node}"));
             if let Some(env) = self.record.environment.as_mut() {
-                env.push_str(&crate::backend::placement_suffix(&node));
+                env.set_node(&node);
             }
         }
         self.timings.tests = t.elapsed().as_secs_f64();

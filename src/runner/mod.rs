@@ -68,7 +68,7 @@ pub struct Finished {
     pub instance_id: String,
     pub outcome: crate::outcome::Outcome,
     /// The record's `environment` (image, interpreter, node).
-    pub environment: Option<String>,
+    pub environment: Option<crate::record::Environment>,
 }
 
 impl Finished {

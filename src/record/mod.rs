@@ -1,5 +1,9 @@
 //! patchgrade's record of one evaluation (`patchgrade.json`).
 
+mod environment;
+
+pub use environment::{Environment, ImageEnv};
+
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::audit::{Audit, Verdict};
@@ -54,9 +58,10 @@ pub struct EvalRecord {
     )]
     pub audit: Option<Audit>,
     pub backend: String,
-    /// Image id (docker) or env path (local) the tests ran in.
+    /// Where the tests ran: the image (docker, swarm: with its node) or the
+    /// venv or interpreter (local); written as one line of text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub environment: Option<String>,
+    pub environment: Option<Environment>,
     pub timings: Timings,
     pub patchgrade_version: String,
 }
