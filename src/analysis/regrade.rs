@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use crate::audit::{audit_static, AuditInput};
 use crate::dataset::{sha256_hex, Dataset, Instance};
 use crate::grade::grade_log;
-use crate::outcome::{EvalRecord, Outcome, Timings};
+use crate::key::EvalKey;
+use crate::outcome::{Outcome, Timings};
+use crate::record::EvalRecord;
 use crate::parse::LogParser;
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::{Evaluation, RunDir, RunDirError};
@@ -332,11 +334,7 @@ pub fn records(regrade: &Regrade) -> crate::runner::jobs::Records {
     let kept = regrade.skipped.iter().filter_map(|s| s.record.as_deref());
     for r in regrade.evaluations.iter().map(|e| &e.record).chain(kept) {
         out.insert(
-            (
-                r.model_name_or_path.clone(),
-                r.instance_id.clone(),
-                r.sample_id.clone(),
-            ),
+            EvalKey::new(&r.model_name_or_path, &r.instance_id, r.sample_id.as_deref()),
             Box::new(r.clone()),
         );
     }

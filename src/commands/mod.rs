@@ -122,11 +122,8 @@ fn finished_all(done: &Executed, what: &str) -> Result<(), ExpectedError> {
         .records
         .iter()
         .filter(|(_, r)| !r.outcome.counts_for_model())
-        .map(|((model, id, sample), r)| {
-            let who = match sample {
-                Some(s) => format!("{id}@{s}"),
-                None => id.clone(),
-            };
+        .map(|(key, r)| {
+            let (who, model) = (key.name(), &key.model);
             let why = r
                 .detail
                 .as_deref()

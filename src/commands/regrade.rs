@@ -7,9 +7,9 @@ use super::{print_json, write_report};
 use crate::cli::RegradeArgs;
 use crate::error::ExpectedError;
 use patchgrade::analysis::regrade::{self, Layout, Regrade};
-use patchgrade::dataset::{model_dir, Dataset, Prediction};
+use patchgrade::dataset::{Dataset, Prediction};
 use patchgrade::outcome::Outcome;
-use patchgrade::report::{model_summaries, RunInfo, Summary};
+use patchgrade::report::{model_summaries, RunInfo};
 use patchgrade::rundir::RunDir;
 use patchgrade::spec::SpecSet;
 use patchgrade::table::{render, Layout as TableLayout};
@@ -164,7 +164,7 @@ fn write_summaries(
     let mut ds = dataset.clone();
     let ids: Vec<String> = records
         .keys()
-        .map(|(_, id, _)| id.clone())
+        .map(|key| key.instance_id.clone())
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -182,17 +182,17 @@ fn write_summaries(
     let pred_refs: Vec<&Prediction> = preds.iter().collect();
     let info = RunInfo {
         run_id: run.recorded_run_id(),
-        backend: records
-            .values()
-            .next()
-            .map(|r| r.backend.clone())
-            .unwrap_or_default(),
+        // The backend the run recorded; none for another harness's logs.
+        backend: run
+            .meta()
+            .and_then(|m| m.setup.and_then(|s| s.backend))
+            .or_else(|| records.values().find_map(|r| r.backend.parse().ok())),
         wall_seconds: 0.0,
     };
     for m in model_summaries(&ds, &pred_refs, &records, &info, run) {
         let path = args
             .report_dir
-            .join(Summary::file_name(&model_dir(&m.model), &info.run_id));
+            .join(run.summary_name(&m.model));
         if path.exists() {
             let prev = path.with_extension(format!("json.{stamp}.prev"));
             std::fs::copy(&path, &prev).map_err(|e| {

@@ -4,13 +4,14 @@
 pub mod failures;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::audit::ReasonKind;
+use crate::backend::BackendKind;
 use crate::dataset::{Dataset, Prediction};
-use crate::outcome::{EvalRecord, Outcome};
+use crate::outcome::Outcome;
+use crate::record::EvalRecord;
 use crate::review::quality::ReviewCell;
 use crate::rundir::RunDir;
 use crate::runner::jobs::Records;
@@ -21,7 +22,9 @@ use failures::{FailureReason, Tier};
 #[derive(Debug, Clone)]
 pub struct RunInfo {
     pub run_id: String,
-    pub backend: String,
+    /// None: the tests did not run here (`regrade` of another harness's
+    /// logs).
+    pub backend: Option<BackendKind>,
     pub wall_seconds: f64,
 }
 
@@ -60,10 +63,10 @@ pub fn model_summaries(
                 .collect();
             let mut recs: BTreeMap<String, EvalRecord> = BTreeMap::new();
             let mut samples: BTreeMap<String, Option<String>> = BTreeMap::new();
-            for ((m, id, sample), r) in records {
-                if m == model && !recs.contains_key(id) {
-                    recs.insert(id.clone(), (**r).clone());
-                    samples.insert(id.clone(), sample.clone());
+            for (key, r) in records {
+                if key.model == model && !recs.contains_key(&key.instance_id) {
+                    recs.insert(key.instance_id.clone(), (**r).clone());
+                    samples.insert(key.instance_id.clone(), key.sample_id.clone());
                 }
             }
             // The reference reads the logs of the instance's own folder.
@@ -76,7 +79,7 @@ pub fn model_summaries(
                 version: crate::VERSION.into(),
                 run_id: run.run_id.clone(),
                 model_name_or_path: model.to_string(),
-                backend: run.backend.clone(),
+                backend: run.backend,
                 outcomes: BTreeMap::new(),
                 ids_by_outcome: BTreeMap::new(),
                 audit: AuditCounts::default(),
@@ -130,7 +133,8 @@ pub struct SummaryExtra {
     pub version: String,
     pub run_id: String,
     pub model_name_or_path: String,
-    pub backend: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendKind>,
     /// Count per outcome, every outcome present (zero included).
     pub outcomes: BTreeMap<Outcome, usize>,
     pub ids_by_outcome: BTreeMap<Outcome, Vec<String>>,
@@ -288,10 +292,6 @@ impl Summary {
         s.empty_patch_instances = s.empty_patch_ids.len();
         s.error_instances = s.error_ids.len();
         s
-    }
-
-    pub fn file_name(model_dir: &str, run_id: &str) -> PathBuf {
-        PathBuf::from(format!("{model_dir}.{run_id}.json"))
     }
 
     /// A readable table: one line per instance, then the counts. With the

@@ -10,8 +10,9 @@ use super::atomic::{write_atomic, write_json_atomic};
 use super::RunDirError;
 use crate::dataset::Instance;
 use crate::grade::{Split, Ungradable};
-use crate::outcome::{EvalRecord, Outcome};
+use crate::outcome::Outcome;
 use crate::parse::StatusMap;
+use crate::record::EvalRecord;
 use crate::spec::SpecSet;
 
 /// patchgrade's record; written last, it marks the evaluation finished.

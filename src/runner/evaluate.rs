@@ -11,8 +11,9 @@ use tokio::sync::watch;
 use super::{Job, Runner};
 use crate::backend::{Backend, Env, Workspace};
 use crate::grade;
-use crate::outcome::{EvalRecord, Outcome, Timings};
+use crate::outcome::{Outcome, Timings};
 use crate::patch::{apply_in_tree, ApplyStrategy, FileChange, Patch, TreeChanges};
+use crate::record::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
 use crate::script::dataset::{self, DatasetScript};
 use crate::script::EvalScript;
@@ -370,7 +371,7 @@ impl<'a> Evaluation<'a> {
                 return Err(stop(outcome, e.to_string()));
             }
         };
-        self.record.environment = Some(env.describe());
+        self.record.environment = Some(env.environment());
         let activate = match backend.prepare_workspace(&env, rs, ws).await {
             Ok(a) => a,
             Err(e) => {
@@ -535,7 +536,7 @@ impl<'a> Evaluation<'a> {
         if let Some(node) = self.runner.backend.placement(ws) {
             self.line(format!("ran on node {node}"));
             if let Some(env) = self.record.environment.as_mut() {
-                env.push_str(&crate::backend::placement_suffix(&node));
+                env.set_node(&node);
             }
         }
         self.timings.tests = t.elapsed().as_secs_f64();
