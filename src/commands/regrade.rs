@@ -190,9 +190,7 @@ fn write_summaries(
         wall_seconds: 0.0,
     };
     for m in model_summaries(&ds, &pred_refs, &records, &info, run) {
-        let path = args
-            .report_dir
-            .join(run.summary_name(&m.model));
+        let path = args.report_dir.join(run.summary_name(&m.model));
         if path.exists() {
             let prev = path.with_extension(format!("json.{stamp}.prev"));
             std::fs::copy(&path, &prev).map_err(|e| {
