@@ -13,6 +13,7 @@ pub mod backend;
 pub mod conda;
 pub mod dataset;
 pub mod engine;
+pub mod exit;
 pub mod grade;
 pub mod heap;
 pub mod key;

@@ -27,10 +27,6 @@ use crate::runner::{RunConfig, Runner};
 use crate::script::dataset::ScriptSource;
 use crate::spec::{SpecError, SpecSet};
 
-/// The exit status of a process stopped by Ctrl-C (128 + SIGINT); a second
-/// Ctrl-C exits with it at once.
-pub const EXIT_INTERRUPTED: i32 = 130;
-
 /// Which backend runs the tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendChoice {
@@ -398,7 +394,7 @@ impl Engine {
                         .await;
                         // exit() runs no destructors: the scratch goes by hand.
                         let _ = std::fs::remove_dir_all(&scratch);
-                        std::process::exit(EXIT_INTERRUPTED);
+                        std::process::exit(crate::exit::INTERRUPTED);
                     }
                 }
             })
