@@ -12,6 +12,7 @@ pub mod audit;
 pub mod backend;
 pub mod conda;
 pub mod dataset;
+pub mod debian;
 pub mod engine;
 pub mod exit;
 pub mod grade;
