@@ -27,10 +27,6 @@ use crate::runner::{RunConfig, Runner};
 use crate::script::dataset::ScriptSource;
 use crate::spec::{SpecError, SpecSet};
 
-/// The exit status of a process stopped by Ctrl-C (128 + SIGINT); a second
-/// Ctrl-C exits with it at once.
-pub const EXIT_INTERRUPTED: i32 = 130;
-
 /// Which backend runs the tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendChoice {
@@ -219,6 +215,9 @@ pub struct Engine {
 pub struct Executed {
     pub records: Records,
     pub interrupted: bool,
+    /// A second Ctrl-C: the evaluations were left running-or-not and the
+    /// containers removed; the command ends now (exit 130), writing nothing.
+    pub abandoned: bool,
     /// Evaluation tasks that panicked (a bug; nothing recorded for them).
     pub failed_tasks: usize,
     /// Results that could not be written (what failed, naming the path);
@@ -376,9 +375,11 @@ impl Engine {
     }
 
     /// Run jobs with progress on stderr; Ctrl-C stops running evaluations
-    /// (their results are not recorded), a second Ctrl-C exits.
+    /// (their results are not recorded), a second Ctrl-C removes the
+    /// containers and returns at once, `abandoned`.
     pub async fn execute(&self, jobs: Vec<Job>) -> Executed {
         let (cancel_tx, cancel_rx) = watch::channel(false);
+        let (abandon_tx, abandon_rx) = tokio::sync::oneshot::channel::<()>();
         let interrupted = Arc::new(AtomicBool::new(false));
         let watcher = {
             let interrupted = interrupted.clone();
@@ -396,36 +397,55 @@ impl Engine {
                             runner.backend.kill_running(),
                         )
                         .await;
-                        // exit() runs no destructors: the scratch goes by hand.
+                        // The command exits at once, with nothing run after it.
                         let _ = std::fs::remove_dir_all(&scratch);
-                        std::process::exit(EXIT_INTERRUPTED);
+                        let _ = abandon_tx.send(());
                     }
                 }
             })
         };
-        // Before the progress display: the docker backend states its cache budget.
-        self.runner.backend.start().await;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let reporter = tokio::spawn(progress::terminal(rx));
         let started = Instant::now();
-        // Containers of a killed earlier process on this run id.
-        self.runner
-            .backend
-            .remove_stale(self.runner.cfg.rundir.run_id())
-            .await;
         let chosen_tests: BTreeSet<EvalKey> = jobs
             .iter()
             .filter(|j| j.directives.is_some())
             .map(Job::key)
             .collect();
-        let ran = self.runner.clone().run(jobs, tx, cancel_rx).await;
-        let _ = reporter.await;
+        let running = async {
+            // Before the progress display: the docker backend states its cache budget.
+            self.runner.backend.start().await;
+            let (tx, rx) = mpsc::unbounded_channel();
+            let reporter = tokio::spawn(progress::terminal(rx));
+            // Containers of a killed earlier process on this run id.
+            self.runner
+                .backend
+                .remove_stale(self.runner.cfg.rundir.run_id())
+                .await;
+            let ran = self.runner.clone().run(jobs, tx, cancel_rx).await;
+            let _ = reporter.await;
+            ran
+        };
+        // A second Ctrl-C drops the running evaluations (their tasks are
+        // aborted with the runner's task set) and returns at once.
+        let ran = tokio::select! {
+            ran = running => ran,
+            Ok(()) = abandon_rx => {
+                return Executed {
+                    records: Records::new(),
+                    interrupted: true,
+                    abandoned: true,
+                    failed_tasks: 0,
+                    unwritten: Vec::new(),
+                    elapsed: started.elapsed(),
+                };
+            }
+        };
         watcher.abort();
         self.runner.backend.finish().await;
         self.record_after_run(&ran.records, &chosen_tests);
         Executed {
             records: ran.records,
             interrupted: interrupted.load(Ordering::SeqCst),
+            abandoned: false,
             failed_tasks: ran.failed_tasks,
             unwritten: ran.unwritten,
             elapsed: started.elapsed(),
