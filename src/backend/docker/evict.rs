@@ -15,6 +15,7 @@ use bollard::Docker;
 use futures_util::StreamExt;
 
 use super::cache::{self, human, Budget, Entry, Index};
+use super::engine::call;
 use super::{locked, Conn, DockerBackend};
 
 impl DockerBackend {
@@ -81,7 +82,7 @@ impl DockerBackend {
             index.forgotten.insert(name);
         }
         let usage = cache::usage(&index.images);
-        let root = match self.call("info", docker.info()).await {
+        let root = match call("info", docker.info()).await {
             Ok(info) => info.docker_root_dir,
             Err(e) => {
                 tracing::warn!("{e}");
@@ -179,7 +180,7 @@ impl DockerBackend {
 
     /// The index entry of an image now in the engine (time not set).
     async fn entry_of(&self, docker: &Docker, name: &str) -> Option<Entry> {
-        match self.call("inspect image", docker.inspect_image(name)).await {
+        match call("inspect image", docker.inspect_image(name)).await {
             Ok(i) => Some(Entry {
                 id: i.id.unwrap_or_default(),
                 last_used: 0,

@@ -17,29 +17,28 @@ pub mod cache;
 pub mod capped;
 pub mod containers;
 pub mod daemon;
+pub mod engine;
 mod evict;
 pub mod exits;
 pub mod images;
 pub mod stale;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuilder};
 use bollard::Docker;
 
 use super::{EnvError, InfraError};
+use engine::{call, ApiError, ContainerId, Live};
+// Image builds and pulls set their own limits from it.
+use engine::API_TIMEOUT;
 use crate::python::{HostSearch, Interpreter, PythonDir, PythonError};
 use crate::repo::RepoCache;
 use images::plans::Root;
 use images::{CacheLevel, ImageError, Suite, Tier};
-
-/// Limit on one short engine call (create, upload, start, remove, inspect).
-const API_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Options of the Docker backend (the command line's Docker flags, in `cli`).
 #[derive(Debug, Clone)]
@@ -122,16 +121,16 @@ pub enum PullFailure {
     Absent,
 }
 
-impl DockerError {
-    /// The error of a failed engine call named `op`.
-    pub(crate) fn call(op: &str, f: daemon::CallFailure) -> DockerError {
-        let op = op.to_string();
-        match f {
-            daemon::CallFailure::Api(source) => DockerError::Api { op, source },
-            daemon::CallFailure::Timeout(secs) => DockerError::Timeout { op, secs },
+impl From<ApiError> for DockerError {
+    fn from(e: ApiError) -> DockerError {
+        match e {
+            ApiError::Api { op, source } => DockerError::Api { op, source },
+            ApiError::Timeout { op, secs } => DockerError::Timeout { op, secs },
         }
     }
+}
 
+impl DockerError {
     /// Whether the failure is the engine's (worth a retry) rather than the
     /// environment's.
     pub fn is_infra(&self) -> bool {
@@ -274,7 +273,7 @@ pub struct DockerBackend {
     built: Mutex<HashSet<String>>,
     used: Mutex<BTreeSet<Used>>,
     /// Containers alive now, removed by [`DockerBackend::kill_running`].
-    live: Arc<Mutex<HashSet<String>>>,
+    live: Live<ContainerId>,
     seq: AtomicU64,
     /// `--cache-budget`, parsed.
     budget_flag: Option<u64>,
@@ -377,16 +376,7 @@ impl DockerBackend {
             .get_or_try_init(|| async {
                 let docker = daemon::connect().await?;
                 let opts = ListImagesOptionsBuilder::default().all(false).build();
-                let images = tokio::time::timeout(API_TIMEOUT, docker.list_images(Some(opts)))
-                    .await
-                    .map_err(|_| DockerError::Timeout {
-                        op: "list images".into(),
-                        secs: API_TIMEOUT.as_secs(),
-                    })?
-                    .map_err(|source| DockerError::Api {
-                        op: "list images".into(),
-                        source,
-                    })?;
+                let images = call("list images", docker.list_images(Some(opts))).await?;
                 let present: HashMap<String, String> = images
                     .into_iter()
                     .flat_map(|i| {
@@ -459,26 +449,16 @@ impl DockerBackend {
         });
     }
 
-    /// One engine call with a hard time limit.
-    async fn call<T>(
-        &self,
-        op: &str,
-        fut: impl Future<Output = Result<T, bollard::errors::Error>>,
-    ) -> Result<T, DockerError> {
-        daemon::timed(fut)
-            .await
-            .map_err(|f| DockerError::call(op, f))
-    }
-
     /// The image's id and first registry digest, or None when it is absent.
     async fn inspect(&self, name: &str) -> Result<Option<(String, Option<String>)>, DockerError> {
-        match daemon::timed(self.docker().await?.inspect_image(name)).await {
+        let op = format!("inspect image {name}");
+        match call(&op, self.docker().await?.inspect_image(name)).await {
             Ok(i) => Ok(Some((
                 i.id.unwrap_or_default(),
                 i.repo_digests.and_then(|d| d.into_iter().next()),
             ))),
-            Err(daemon::CallFailure::Api(e)) if daemon::is_status(&e, &[404]) => Ok(None),
-            Err(f) => Err(DockerError::call(&format!("inspect image {name}"), f)),
+            Err(e) if e.is_status(&[404]) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -563,9 +543,7 @@ impl DockerBackend {
             let mut results = futures_util::stream::iter(wave)
                 .map(|name| async move {
                     let opts = RemoveImageOptionsBuilder::default().force(false).build();
-                    let r = self
-                        .call("remove image", docker.remove_image(&name, Some(opts), None))
-                        .await;
+                    let r = call("remove image", docker.remove_image(&name, Some(opts), None)).await;
                     (name, r)
                 })
                 .buffer_unordered(4);
