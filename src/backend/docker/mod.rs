@@ -222,6 +222,28 @@ impl DockerEnv {
     }
 }
 
+/// Where things are in every image the Docker and swarm backends run, for
+/// scripts written outside the backend (the dataset's eval script).
+#[derive(Debug, Clone)]
+pub struct ImageLayout {
+    /// The repository's tree.
+    pub testbed: &'static str,
+    /// patchgrade's env.
+    pub venv: &'static str,
+    /// Shell that activates the image's env.
+    pub activate: String,
+}
+
+impl ImageLayout {
+    pub fn of_images() -> ImageLayout {
+        ImageLayout {
+            testbed: images::TESTBED,
+            venv: images::VENV,
+            activate: images::activate_line(),
+        }
+    }
+}
+
 /// The interpreter chosen for a spec's `python` value, with the host
 /// build's file list (walked once per run).
 #[derive(Debug)]
