@@ -238,6 +238,16 @@ impl Backend {
         }
     }
 
+    /// Where the docker and swarm backends send their image events from
+    /// now on (`None`: nowhere); the local backend has none.
+    pub fn report_to(&self, events: Option<docker::events::ImageEvents>) {
+        match self {
+            Backend::Docker(b) => b.report_to(events),
+            Backend::Swarm(b) => b.report_to(events),
+            Backend::Local(_) => {}
+        }
+    }
+
     /// Start of a run: the docker backend connects (and says its cache
     /// budget); a failure here is met again, and reported, at first use.
     pub async fn start(&self) {

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::backend::docker::daemon::answers as daemon_answers;
 use crate::backend::docker::images::CacheLevel;
+use crate::backend::docker::events::ImageEvents;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::swarm::{SwarmError, SwarmOptions};
 use crate::backend::{Backend, LocalBackend, SwarmBackend};
@@ -23,7 +24,7 @@ use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup
 use crate::runner::jobs::Job;
 use crate::runner::jobs::{RecordKey, Records};
 use crate::runner::schedule::Durations;
-use crate::runner::{RunConfig, Runner};
+use crate::runner::{RunConfig, RunEvent, Runner};
 use crate::script::dataset::ScriptSource;
 use crate::spec::{SpecError, SpecSet};
 
@@ -399,10 +400,16 @@ impl Engine {
                 }
             })
         };
-        // Before the progress display: the docker backend states its cache budget.
-        self.runner.backend.start().await;
         let (tx, rx) = mpsc::unbounded_channel();
         let reporter = tokio::spawn(progress::terminal(rx));
+        let images = tx.clone();
+        self.runner
+            .backend
+            .report_to(Some(ImageEvents::new(move |e| {
+                let _ = images.send(RunEvent::Images(e));
+            })));
+        // Before the progress display: the docker backend states its cache budget.
+        self.runner.backend.start().await;
         let started = Instant::now();
         // Containers of a killed earlier process on this run id.
         self.runner
@@ -415,9 +422,11 @@ impl Engine {
             .map(Job::key)
             .collect();
         let ran = self.runner.clone().run(jobs, tx, cancel_rx).await;
-        let _ = reporter.await;
         watcher.abort();
         self.runner.backend.finish().await;
+        // The reporter ends once the backend holds no sender of it.
+        self.runner.backend.report_to(None);
+        let _ = reporter.await;
         self.record_after_run(&ran.records, &chosen_tests);
         Executed {
             records: ran.records,

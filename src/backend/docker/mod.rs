@@ -18,6 +18,7 @@ pub mod capped;
 pub mod containers;
 pub mod daemon;
 pub mod engine;
+pub mod events;
 mod evict;
 pub mod exits;
 pub mod images;
@@ -33,6 +34,7 @@ use bollard::Docker;
 
 use super::{EnvError, InfraError};
 use engine::{call, ApiError, ContainerId, Live};
+use events::{ImageEvent, ImageEvents};
 // Image builds and pulls set their own limits from it.
 use engine::API_TIMEOUT;
 use crate::python::{HostSearch, Interpreter, PythonDir, PythonError};
@@ -305,6 +307,8 @@ pub struct DockerBackend {
     lease: Mutex<Option<std::fs::File>>,
     /// Containers being removed off the critical path, awaited by `finish`.
     removals: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Where its [`ImageEvent`]s go; `None`: nowhere.
+    events: Mutex<Option<ImageEvents>>,
 }
 
 impl DockerBackend {
@@ -390,7 +394,21 @@ impl DockerBackend {
             index: Mutex::default(),
             lease: Mutex::default(),
             removals: Mutex::default(),
+            events: Mutex::default(),
         })
+    }
+
+    /// Sends the backend's [`ImageEvent`]s to `events` from now on (`None`:
+    /// nowhere).
+    pub fn report_to(&self, events: Option<ImageEvents>) {
+        *locked(&self.events) = events;
+    }
+
+    fn tell(&self, event: ImageEvent) {
+        let sink = locked(&self.events).clone();
+        if let Some(sink) = sink {
+            sink.tell(event);
+        }
     }
 
     async fn conn(&self) -> Result<&Conn, DockerError> {
@@ -507,11 +525,12 @@ impl DockerBackend {
         let built = locked(&self.built).clone();
         let instances: Vec<&Used> = used.iter().filter(|u| u.tier == Tier::Instance).collect();
         let fresh = instances.iter().filter(|u| built.contains(&u.name)).count();
-        eprintln!(
-            "images: {} instance images reused, {fresh} built ({} images built in all); {removed} removed",
-            instances.len() - fresh,
-            built.len(),
-        );
+        self.tell(ImageEvent::Summary {
+            reused: instances.len() - fresh,
+            built_instances: fresh,
+            built: built.len(),
+            removed,
+        });
     }
 
     /// `--cache-level`: images of the tiers it does not keep go.
@@ -545,8 +564,8 @@ impl DockerBackend {
         self.remove_images(&conn.docker, waves, &why).await.len()
     }
 
-    /// Removes images, a few at once, wave after wave, with a line per
-    /// image on stderr; returns those removed.
+    /// Removes images, a few at once, wave after wave, with an event per
+    /// image; returns those removed.
     async fn remove_images(
         &self,
         docker: &Docker,
@@ -559,7 +578,10 @@ impl DockerBackend {
         if total == 0 {
             return removed;
         }
-        eprintln!("removing {total} images ({why})");
+        self.tell(ImageEvent::Removing {
+            total,
+            why: why.to_string(),
+        });
         let mut done = 0;
         for wave in waves {
             let mut results = futures_util::stream::iter(wave)
@@ -573,10 +595,19 @@ impl DockerBackend {
                 done += 1;
                 match r {
                     Ok(_) => {
-                        eprintln!("  removed {name} ({done}/{total})");
+                        self.tell(ImageEvent::Removed {
+                            name: name.clone(),
+                            done,
+                            total,
+                        });
                         removed.insert(name);
                     }
-                    Err(e) => eprintln!("  could not remove {name} ({done}/{total}): {e}"),
+                    Err(e) => self.tell(ImageEvent::NotRemoved {
+                        name,
+                        done,
+                        total,
+                        error: e.to_string(),
+                    }),
                 }
             }
         }

@@ -171,6 +171,11 @@ impl SwarmBackend {
     pub fn interpreters(&self) -> Vec<crate::python::Interpreter> {
         self.docker.interpreters()
     }
+
+    /// Where the image events of the docker backend that builds the images go.
+    pub fn report_to(&self, events: Option<crate::backend::docker::events::ImageEvents>) {
+        self.docker.report_to(events);
+    }
 }
 
 impl SwarmBackend {
