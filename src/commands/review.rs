@@ -87,7 +87,9 @@ pub async fn review(args: ReviewArgs) -> Result<(), ExpectedError> {
         .map_err(|e| ExpectedError::Internal(format!("tools task: {e}")))?
         .map_err(ExpectedError::infra)?;
     let runner = engine.runner.clone();
-    runner.backend.report_to(Some(ImageEvents::new(|e| eprintln!("{e}"))));
+    runner
+        .backend
+        .report_to(Some(ImageEvents::new(|e| eprintln!("{e}"))));
     runner.backend.start().await;
     let shared = Arc::new(Shared {
         runner: runner.clone(),

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::backend::docker::daemon::answers as daemon_answers;
-use crate::backend::docker::images::CacheLevel;
 use crate::backend::docker::events::ImageEvents;
+use crate::backend::docker::images::CacheLevel;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::swarm::{SwarmError, SwarmOptions};
 use crate::backend::{Backend, LocalBackend, SwarmBackend};

@@ -117,11 +117,14 @@ impl DockerBackend {
                     "the test container was stopped from outside (signal {signal}) while the tests ran: the Docker engine shut down or someone stopped it"
                 )));
             }
-            Some(Ended::Died { oom, killed: None }) => {
-                if oom {
-                    oom_killed_at = Some(self.args.memory.clone());
-                }
-            }
+            Some(Ended::Died {
+                oom: true,
+                killed: None,
+            }) => oom_killed_at = Some(self.args.memory.clone()),
+            Some(Ended::Died {
+                oom: false,
+                killed: None,
+            }) => {}
             Some(Ended::EngineLost(why)) => {
                 container.remove().await;
                 return Err(InfraError::Other(format!(

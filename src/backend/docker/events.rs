@@ -175,6 +175,9 @@ mod tests {
             total: 2,
             why: "--cache-level env".into(),
         };
-        assert_eq!(removing.to_string(), "removing 2 images (--cache-level env)");
+        assert_eq!(
+            removing.to_string(),
+            "removing 2 images (--cache-level env)"
+        );
     }
 }

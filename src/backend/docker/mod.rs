@@ -36,9 +36,9 @@ use super::{EnvError, InfraError};
 use engine::{call, ApiError, ContainerId, Live};
 use events::{ImageEvent, ImageEvents};
 // Image builds and pulls set their own limits from it.
-use engine::API_TIMEOUT;
 use crate::python::{HostSearch, Interpreter, PythonDir, PythonError};
 use crate::repo::RepoCache;
+use engine::API_TIMEOUT;
 use images::plans::Root;
 use images::{CacheLevel, ImageError, Suite, Tier};
 
@@ -587,7 +587,8 @@ impl DockerBackend {
             let mut results = futures_util::stream::iter(wave)
                 .map(|name| async move {
                     let opts = RemoveImageOptionsBuilder::default().force(false).build();
-                    let r = call("remove image", docker.remove_image(&name, Some(opts), None)).await;
+                    let r =
+                        call("remove image", docker.remove_image(&name, Some(opts), None)).await;
                     (name, r)
                 })
                 .buffer_unordered(4);
