@@ -476,3 +476,86 @@ impl Container {
         self.guard.remove_later()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ContainerSpec {
+        ContainerSpec {
+            name: "n".into(),
+            image: "sha256:1".into(),
+            cmd: vec!["bash".into(), "/run.sh".into()],
+            working_dir: "/testbed".into(),
+            labels: HashMap::from([("k".to_string(), "v".to_string())]),
+            network: false,
+            net_admin: true,
+            memory: 1 << 30,
+            nano_cpus: Some(2_000_000_000),
+            cpuset: None,
+            pids_limit: 64,
+            auto_remove: true,
+        }
+    }
+
+    #[test]
+    fn a_spec_gives_the_limits_and_keeps_localhost() {
+        let body = spec().body();
+        let host = body.host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        // Swap is the memory limit itself: no swap on top.
+        assert_eq!(
+            (host.memory, host.memory_swap),
+            (Some(1 << 30), Some(1 << 30))
+        );
+        assert_eq!(host.cap_add, Some(vec!["NET_ADMIN".to_string()]));
+        assert_eq!((host.init, host.auto_remove), (Some(true), Some(true)));
+        assert_eq!(host.log_config.unwrap().typ.as_deref(), Some("none"));
+        // A disabled network would drop /etc/hosts, and `localhost` with it.
+        assert_eq!(body.network_disabled, None);
+        assert_eq!(body.working_dir.as_deref(), Some("/testbed"));
+
+        let open = ContainerSpec {
+            network: true,
+            net_admin: false,
+            auto_remove: false,
+            nano_cpus: None,
+            cpuset: Some("1".into()),
+            ..spec()
+        }
+        .body()
+        .host_config
+        .unwrap();
+        assert_eq!(open.network_mode.as_deref(), Some("bridge"));
+        assert_eq!((open.cap_add, open.auto_remove), (None, None));
+        assert_eq!(
+            (open.nano_cpus, open.cpuset_cpus.as_deref()),
+            (None, Some("1"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_past_its_limit_names_the_call_and_the_limit() {
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok::<(), bollard::errors::Error>(())
+        };
+        let e = within("inspect image x", Duration::from_secs(1), slow)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "docker inspect image x did not answer within 1s"
+        );
+        assert!(!e.is_status(&[404]));
+        let refused = async {
+            Err::<(), _>(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404,
+                message: "no such image".into(),
+            })
+        };
+        let e = call("inspect image x", refused).await.unwrap_err();
+        assert!(e.is_status(&[404]) && !e.is_status(&[409]), "{e}");
+        assert!(e.to_string().starts_with("docker inspect image x: "), "{e}");
+    }
+}

@@ -3,6 +3,9 @@
 //! registry needed.
 //!
 //! - [`daemon`]: finding and connecting to the engine.
+//! - [`engine`]: the one layer over the engine's API (timed calls, removal
+//!   on every path, a script run in a container), shared with swarm and perf.
+//! - [`events`]: what the backend tells about its images.
 //! - [`images`]: the image tiers, their plans and how they are built, pulled
 //!   or bootstrapped.
 //! - [`containers`]: one evaluation's container, from creation to removal.
