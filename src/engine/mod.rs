@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::backend::docker::daemon::answers as daemon_answers;
+use crate::backend::docker::events::ImageEvents;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::swarm::{SwarmError, SwarmOptions};
 use crate::backend::{Backend, BackendKind, LocalBackend, SwarmBackend};
@@ -23,7 +24,7 @@ use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup
 use crate::runner::jobs::Job;
 use crate::runner::jobs::Records;
 use crate::runner::schedule::Durations;
-use crate::runner::{RunConfig, Runner};
+use crate::runner::{RunConfig, RunEvent, Runner};
 use crate::script::dataset::ScriptSource;
 use crate::spec::{SpecError, SpecSet};
 
@@ -404,6 +405,14 @@ impl Engine {
                 }
             })
         };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let reporter = tokio::spawn(progress::terminal(rx));
+        let images = tx.clone();
+        self.runner
+            .backend
+            .report_to(Some(ImageEvents::new(move |e| {
+                let _ = images.send(RunEvent::Images(e));
+            })));
         let started = Instant::now();
         let chosen_tests: BTreeSet<EvalKey> = jobs
             .iter()
@@ -413,16 +422,12 @@ impl Engine {
         let running = async {
             // Before the progress display: the docker backend states its cache budget.
             self.runner.backend.start().await;
-            let (tx, rx) = mpsc::unbounded_channel();
-            let reporter = tokio::spawn(progress::terminal(rx));
             // Containers of a killed earlier process on this run id.
             self.runner
                 .backend
                 .remove_stale(self.runner.cfg.rundir.run_id())
                 .await;
-            let ran = self.runner.clone().run(jobs, tx, cancel_rx).await;
-            let _ = reporter.await;
-            ran
+            self.runner.clone().run(jobs, tx, cancel_rx).await
         };
         // A second Ctrl-C drops the running evaluations (their tasks are
         // aborted with the runner's task set) and returns at once.
@@ -441,6 +446,9 @@ impl Engine {
         };
         watcher.abort();
         self.runner.backend.finish().await;
+        // The reporter ends once the backend holds no sender of it.
+        self.runner.backend.report_to(None);
+        let _ = reporter.await;
         self.record_after_run(&ran.records, &chosen_tests);
         Executed {
             records: ran.records,
