@@ -370,23 +370,33 @@ impl SpecSet {
     /// The spec an instance runs with: its repository and version's, with
     /// the log parser the instance itself names when it carries a
     /// `log_parser` field (the reference's current datasets do, e.g.
-    /// `parse_log_django`). The parser is part of the spec's hash, so a
-    /// result graded with another parser is not reused.
+    /// `parse_log_django`), resolved for the instance when it is one that
+    /// dispatches (`parse_log_jekyll` → minitest or cucumber). The parser is
+    /// part of the spec's hash, so a result graded with another parser is
+    /// not reused.
     pub fn for_instance(
         &self,
         inst: &crate::dataset::Instance,
     ) -> Result<std::borrow::Cow<'_, ResolvedSpec>, SpecError> {
         let rs = self.lookup(&inst.repo, &inst.version)?;
-        let Some(name) = inst.extra.get("log_parser").and_then(Value::as_str) else {
-            return Ok(std::borrow::Cow::Borrowed(rs));
-        };
-        let parser: LogParser =
-            name.parse()
-                .map_err(|e: crate::parse::UnknownParser| SpecError::InstanceParser {
+        let field = inst.extra.get("log_parser").and_then(Value::as_str);
+        let named: LogParser = match field {
+            None => rs.spec.log_parser,
+            Some(name) => name.parse().map_err(|e: crate::parse::UnknownParser| {
+                SpecError::InstanceParser {
                     instance: inst.instance_id.clone(),
                     name: name.to_string(),
                     reason: e.to_string(),
-                })?;
+                }
+            })?,
+        };
+        let parser = named
+            .for_instance(&inst.instance_id, &inst.version)
+            .map_err(|e| SpecError::InstanceParser {
+                instance: inst.instance_id.clone(),
+                name: field.map_or_else(|| named.name().to_string(), str::to_string),
+                reason: e.to_string(),
+            })?;
         if parser == rs.spec.log_parser {
             return Ok(std::borrow::Cow::Borrowed(rs));
         }
@@ -440,6 +450,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("o__r-1") && e.contains("parse_log_cobol"), "{e}");
+        // A dispatching parser is resolved for the instance here, before
+        // any log is parsed; one it has no parser for is an error.
+        let jekyll = |id: &str| {
+            s.for_instance(&inst(
+                serde_json::json!({"log_parser": "parse_log_jekyll", "instance_id": id}),
+            ))
+            .map(|rs| rs.spec.log_parser)
+        };
+        assert_eq!(jekyll("jekyll__jekyll-8047").unwrap(), LogParser::Minitest);
+        assert_eq!(jekyll("jekyll__jekyll-8771").unwrap(), LogParser::Cucumber);
+        let e = jekyll("jekyll__jekyll-1").unwrap_err().to_string();
+        assert!(
+            e.contains("jekyll__jekyll-1") && e.contains("parse_log_jekyll"),
+            "{e}"
+        );
     }
 
     #[test]
