@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{parse_log_raw, LogParser, RawStatusMap};
+use super::{parse_log_raw, LogParser, RawParse, RawStatusMap};
 
 /// One captured case and the reference's answer for it.
 pub(crate) struct Case {
@@ -74,7 +74,16 @@ pub(crate) fn assert_matches_reference(parser: LogParser, min_cases: usize) {
         cases.len()
     );
     for case in cases {
-        let got = parse_log_raw(parser, &case.log);
+        // A dispatching parser is resolved from the case's `.meta` first, as
+        // the grading path does (`SpecSet::for_instance`); one that has no
+        // parser for the instance is the reference raising.
+        let got = match parser.for_instance(&case.instance_id, &case.version) {
+            Ok(concrete) => parse_log_raw(concrete, &case.log),
+            Err(e) => RawParse {
+                reference_error: Some(e.to_string()),
+                ..RawParse::default()
+            },
+        };
         match &case.expected {
             Some(expected) => assert_eq!(
                 &got.statuses,

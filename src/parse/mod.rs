@@ -367,7 +367,7 @@ mod tests {
             );
             assert_eq!(p.to_string(), p.name());
         }
-        assert_eq!(LogParser::ALL.len(), 22);
+        assert_eq!(LogParser::ALL.len(), 21);
         assert_eq!("parse_log_ruby_unit".parse(), Ok(LogParser::RubyUnit));
         assert_eq!(
             "parse_log_micropython_test".parse(),

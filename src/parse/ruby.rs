@@ -146,7 +146,6 @@ pub(crate) fn jekyll_parser(instance_id: &str) -> Result<LogParser, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::parse::{parse_log, status_map, LogParser, TestStatus::*};
 
     #[test]
@@ -180,7 +179,7 @@ test_f:.
                 ("test_a", Passed),
                 // `Ex` fails `\b`, so `(.+)` gives back to the first colon.
                 ("a", Failed),
-                ("test:", Failed),
+                ("test", Failed),
                 // U+0345 is not Python's `\w`: a boundary.
                 ("test_c", Skipped),
                 ("test_e", Failed),
