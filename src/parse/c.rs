@@ -3,14 +3,13 @@
 //! (fmt, through `ctest -V`), doctest's XML reporter (nlohmann/json) and
 //! micropython's `run-tests.py`.
 //!
-//! Fixtures: real runs here. redis: the redis 7.0 source's `./runtest`
-//! against Debian's redis-server 7.0; jq: automake 1.16's parallel test
-//! harness over small `TESTS` scripts (`make check`, recursing into a
-//! subdirectory as jq's does into oniguruma); googletest: Debian's
-//! googletest 1.12 through `ctest -V`; doctest: Debian's doctest 2.4.9
-//! with `-s -r=xml`; micropython: its `tests/run-tests.py` (no micropython
-//! binary here: the runner's own `pass`/`FAIL`/`skip` lines as its source
-//! prints them, see the fixture's comment lines).
+//! Fixtures are real runs here: redis 7.0.15's `./runtest` against
+//! Debian's redis-server 7.0.15; automake 1.16's parallel test harness over
+//! small `TESTS` scripts (`make check` recursing into a subdirectory, as
+//! jq's does into oniguruma); Debian's googletest 1.12 through `ctest -V`;
+//! Debian's doctest 2.4.9 with `-s -r=xml`; micropython v1.22.0's
+//! `tests/run-tests.py` with its unix port's minimal variant. See
+//! docs/parsers.md.
 
 use std::sync::LazyLock;
 

@@ -3,7 +3,8 @@
 //!
 //! Fixtures (`testdata/phpunit/`): real output of Debian's PHPUnit 9.6.7
 //! (PHP 8.2) on small test classes made for them, `--testdox` with and
-//! without `--colors=never`, data sets, skipped and incomplete tests.
+//! without `--colors=never`, data sets, skipped and incomplete tests; one
+//! given CRLF line ends and one cut mid-line.
 
 use std::sync::LazyLock;
 

@@ -10,11 +10,11 @@
 //! matching end tags, namespace prefixes (`{uri}local` tags, unbound
 //! prefixes are errors). Text content is checked, not kept.
 
+use std::collections::HashSet;
 use std::fmt;
 
 /// One element: its tag (`{uri}local` when namespaced), attributes in
 /// document order, child elements.
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Element {
     pub tag: String,
     attrs: Vec<(String, String)>,
@@ -41,6 +41,16 @@ impl Element {
     }
 }
 
+impl Drop for Element {
+    // The derived drop recurses once per level: flatten instead.
+    fn drop(&mut self) {
+        let mut stack = std::mem::take(&mut self.children);
+        while let Some(mut e) = stack.pop() {
+            stack.append(&mut e.children);
+        }
+    }
+}
+
 /// Why the text is not well-formed, and where (a byte offset).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct XmlError {
@@ -60,6 +70,7 @@ pub(crate) fn parse(text: &str) -> Result<Element, XmlError> {
     let mut p = Parser {
         s: text,
         i: 0,
+        bindings: Vec::new(),
         scopes: Vec::new(),
     };
     if p.s.starts_with("<?xml") && p.s[5..].starts_with(is_space) {
@@ -73,7 +84,7 @@ pub(crate) fn parse(text: &str) -> Result<Element, XmlError> {
             "syntax error"
         }));
     }
-    let root = p.element()?;
+    let root = p.root()?;
     p.misc()?;
     if !p.rest().is_empty() {
         return Err(p.err("junk after document element"));
@@ -84,8 +95,12 @@ pub(crate) fn parse(text: &str) -> Result<Element, XmlError> {
 struct Parser<'a> {
     s: &'a str,
     i: usize,
-    /// Namespace bindings per open element: (prefix, uri); "" is the default.
-    scopes: Vec<Vec<(String, String)>>,
+    /// Namespace bindings in force, innermost last: (prefix, uri); "" is
+    /// the default namespace. Flat, so that a lookup costs the bindings
+    /// declared, not the depth.
+    bindings: Vec<(String, String)>,
+    /// How many of `bindings` each open element declared.
+    scopes: Vec<usize>,
 }
 
 fn is_space(c: char) -> bool {
@@ -237,6 +252,7 @@ impl<'a> Parser<'a> {
                     let mut probe = Parser {
                         s: body,
                         i: 0,
+                        bindings: Vec::new(),
                         scopes: Vec::new(),
                     };
                     let named = probe.name().is_ok() && probe.i == body.len();
@@ -294,6 +310,11 @@ impl<'a> Parser<'a> {
         }
     }
 
+    fn close_scope(&mut self) {
+        let n = self.scopes.pop().unwrap_or(0);
+        self.bindings.truncate(self.bindings.len() - n);
+    }
+
     /// `prefix:local` → `{uri}local` under the open scopes.
     fn expand(&self, qname: &str, is_attr: bool) -> Result<String, XmlError> {
         let (prefix, local) = match qname.split_once(':') {
@@ -305,12 +326,7 @@ impl<'a> Parser<'a> {
         if prefix == "xml" {
             return Ok(format!("{{http://www.w3.org/XML/1998/namespace}}{local}"));
         }
-        let uri = self
-            .scopes
-            .iter()
-            .rev()
-            .flatten()
-            .find(|(p, _)| p == prefix);
+        let uri = self.bindings.iter().rev().find(|(p, _)| p == prefix);
         match uri {
             Some((_, uri)) if !uri.is_empty() => Ok(format!("{{{uri}}}{local}")),
             _ if prefix.is_empty() => Ok(local.to_string()),
@@ -318,10 +334,47 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn element(&mut self) -> Result<Element, XmlError> {
+    /// The root element and everything in it. Iterative, with the open
+    /// elements on a stack of its own: a log can nest deeper than a thread's
+    /// stack allows, and expat has no depth limit either.
+    fn root(&mut self) -> Result<Element, XmlError> {
+        let mut open: Vec<(&'a str, Element)> = Vec::new();
+        loop {
+            // At the `<` of a start tag.
+            let (qname, element, empty) = self.start_tag()?;
+            let mut done = if empty {
+                self.close_scope();
+                Some(element)
+            } else {
+                open.push((qname, element));
+                None
+            };
+            loop {
+                if let Some(element) = done.take() {
+                    match open.last_mut() {
+                        Some((_, parent)) => parent.children.push(element),
+                        None => return Ok(element),
+                    }
+                }
+                if self.content()? == Markup::Start {
+                    break;
+                }
+                let (qname, element) = open.pop().expect("content ends inside an element");
+                self.end_tag(qname)?;
+                self.close_scope();
+                done = Some(element);
+            }
+        }
+    }
+
+    /// `<name attr="v" ...>` or `/>`; the element's namespace scope is
+    /// pushed. Returns the qualified name, the element and whether it was
+    /// empty (`/>`).
+    fn start_tag(&mut self) -> Result<(&'a str, Element, bool), XmlError> {
         self.i += 1; // '<'
         let qname = self.name()?;
         let mut raw: Vec<(&'a str, String)> = Vec::new();
+        let mut seen = HashSet::new();
         let empty = loop {
             let spaced = self.skip_space();
             if self.eat("/>") {
@@ -344,7 +397,7 @@ impl<'a> Parser<'a> {
             }
             self.skip_space();
             let value = self.attr_value()?;
-            if raw.iter().any(|(k, _)| *k == key) {
+            if !seen.insert(key) {
                 self.i = at;
                 return Err(self.err("duplicate attribute"));
             }
@@ -364,44 +417,47 @@ impl<'a> Parser<'a> {
                 plain.push((key, value));
             }
         }
-        self.scopes.push(scope);
+        self.scopes.push(scope.len());
+        self.bindings.extend(scope);
         let tag = self.expand(qname, false)?;
         let mut attrs: Vec<(String, String)> = Vec::with_capacity(plain.len());
+        let mut expanded = HashSet::new();
         for (key, value) in plain {
             let key = self.expand(key, true)?;
-            if attrs.iter().any(|(k, _)| *k == key) {
+            if !expanded.insert(key.clone()) {
                 return Err(self.err("duplicate attribute"));
             }
             attrs.push((key, value));
         }
-        let mut children = Vec::new();
-        if !empty {
-            self.content(&mut children)?;
-            // At `</`.
-            self.i += 2;
-            let end = self.name()?;
-            if end != qname {
-                return Err(self.err("mismatched tag"));
-            }
-            self.skip_space();
-            if !self.eat(">") {
-                return Err(self.err(if self.rest().is_empty() {
-                    "unclosed token"
-                } else {
-                    "not well-formed (invalid token)"
-                }));
-            }
-        }
-        self.scopes.pop();
-        Ok(Element {
+        let element = Element {
             tag,
             attrs,
-            children,
-        })
+            children: Vec::new(),
+        };
+        Ok((qname, element, empty))
     }
 
-    /// Character data and markup up to the `</` that closes the element.
-    fn content(&mut self, children: &mut Vec<Element>) -> Result<(), XmlError> {
+    /// `</name>` closing `qname`, at its `</`.
+    fn end_tag(&mut self, qname: &str) -> Result<(), XmlError> {
+        self.i += 2;
+        let end = self.name()?;
+        if end != qname {
+            return Err(self.err("mismatched tag"));
+        }
+        self.skip_space();
+        if !self.eat(">") {
+            return Err(self.err(if self.rest().is_empty() {
+                "unclosed token"
+            } else {
+                "not well-formed (invalid token)"
+            }));
+        }
+        Ok(())
+    }
+
+    /// Character data, comments, CDATA and processing instructions up to
+    /// the next start tag or end tag, which it stops at.
+    fn content(&mut self) -> Result<Markup, XmlError> {
         let mut scratch = String::new();
         loop {
             let rest = self.rest();
@@ -409,7 +465,7 @@ impl<'a> Parser<'a> {
                 return Err(self.err("no element found"));
             };
             match c {
-                '<' if rest.starts_with("</") => return Ok(()),
+                '<' if rest.starts_with("</") => return Ok(Markup::End),
                 '<' if rest.starts_with("<!--") => self.comment()?,
                 '<' if rest.starts_with("<![CDATA[") => {
                     self.i += 9;
@@ -417,7 +473,7 @@ impl<'a> Parser<'a> {
                 }
                 '<' if rest.starts_with("<?") => self.pi()?,
                 '<' if rest.starts_with("<!") => return Err(self.err("syntax error")),
-                '<' => children.push(self.element()?),
+                '<' => return Ok(Markup::Start),
                 '&' => {
                     scratch.clear();
                     self.reference(&mut scratch)?;
@@ -430,6 +486,13 @@ impl<'a> Parser<'a> {
             }
         }
     }
+}
+
+/// What [`Parser::content`] stopped at.
+#[derive(PartialEq, Eq)]
+enum Markup {
+    Start,
+    End,
 }
 
 #[cfg(test)]
@@ -488,6 +551,11 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad:?} parsed");
         }
         assert!(parse("<a/>\n<!-- after -->\n").is_ok());
+        // Deeper than any thread's stack would allow by recursion.
+        let deep = format!("{}{}", "<a>".repeat(50_000), "</a>".repeat(50_000));
+        let root = parse(&deep).unwrap();
+        assert_eq!(root.descendants().count(), 49_999);
+        assert!(parse(&"<a>".repeat(50_000)).is_err());
         assert!(parse("<?xml version=\"1.0\"?>\n<a/>").is_ok());
     }
 }
