@@ -8,8 +8,8 @@
 //! small `TESTS` scripts (`make check` recursing into a subdirectory, as
 //! jq's does into oniguruma); Debian's googletest 1.12 through `ctest -V`;
 //! Debian's doctest 2.4.9 with `-s -r=xml`; micropython v1.22.0's
-//! `tests/run-tests.py` with its unix port's minimal variant. See
-//! docs/parsers.md.
+//! `tests/run-tests.py` with its unix port's minimal variant; the
+//! `truncated` cases are real logs cut mid-line. See docs/parsers.md.
 
 use std::sync::LazyLock;
 
