@@ -514,6 +514,47 @@ mod tests {
         assert_eq!(tags(&root), ["x", "y", "z"]);
     }
 
+    /// Each as ElementTree (Python 3.11's expat) answered it.
+    #[test]
+    fn expat_edge_cases() {
+        let cases: &[(&str, bool)] = &[
+            ("<a><?XML x?></a>", false),
+            ("<a><?xmlfoo x?></a>", true),
+            ("<a/ >", false),
+            ("<a x = \"1\"/>", true),
+            ("<a>&#x;</a>", false),
+            ("<a><?pi?></a>", true),
+            ("<a><?pi?x?></a>", false),
+            ("<a><!----></a>", true),
+            ("<a><!-- - --></a>", true),
+            ("<a><!-----></a>", false),
+            ("<a>]]</a>", true),
+            ("<a xmlns:p=\"\"/>", false),
+            ("<a xmlns=\"\"/>", true),
+            ("<a xml:lang=\"x\"/>", true),
+            ("<a:b:c/>", false),
+            ("<a\u{b7}/>", true),
+            ("<\u{b7}a/>", false),
+            ("<a>\u{fffd}</a>", true),
+            ("<a>\u{ffff}</a>", false),
+            ("<a x=\"\u{1}\"/>", false),
+            ("<a></a\t>", true),
+            ("<a>< /a>", false),
+            ("<a\u{37e}/>", false),
+            ("<a\u{3000}/>", false),
+            ("<a>&#9;&#xa;&#13;</a>", true),
+            ("<a>&#xFFFE;</a>", false),
+            ("<a b=\"1\" xmlns:p=\"u\" p:b=\"2\"/>", true),
+            (
+                "<a xmlns:p=\"u\" xmlns:q=\"u\" p:b=\"1\" q:b=\"2\"/>",
+                false,
+            ),
+        ];
+        for (doc, ok) in cases {
+            assert_eq!(parse(doc).is_ok(), *ok, "{doc:?}");
+        }
+    }
+
     #[test]
     fn namespaces_are_expanded() {
         let root = parse("<r xmlns=\"u\" xmlns:p=\"v\"><p:a p:k=\"1\" k=\"2\"/><b/></r>").unwrap();
