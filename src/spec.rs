@@ -44,6 +44,10 @@ pub enum SpecError {
         name: String,
         reason: String,
     },
+    /// The reference's parser picks its parser by the instance and has none
+    /// for this one (it raises `ValueError: Unknown instance id`).
+    #[error("instance {instance}: the reference's parse_log_{parser} has no parser for this instance id")]
+    InstanceDispatch { instance: String, parser: LogParser },
 }
 
 /// How the test files named in the test patch become runner arguments.
@@ -370,18 +374,16 @@ impl SpecSet {
     /// The spec an instance runs with: its repository and version's, with
     /// the log parser the instance itself names when it carries a
     /// `log_parser` field (the reference's current datasets do, e.g.
-    /// `parse_log_django`), resolved for the instance when it is one that
-    /// dispatches (`parse_log_jekyll` → minitest or cucumber). The parser is
-    /// part of the spec's hash, so a result graded with another parser is
+    /// `parse_log_django`), resolved for the instance when the reference
+    /// picks the parser by instance (`LogParser::for_instance`). The parser
+    /// is part of the spec's hash, so a result graded with another parser is
     /// not reused.
     pub fn for_instance(
         &self,
         inst: &crate::dataset::Instance,
     ) -> Result<std::borrow::Cow<'_, ResolvedSpec>, SpecError> {
         let rs = self.lookup(&inst.repo, &inst.version)?;
-        let field = inst.extra.get("log_parser").and_then(Value::as_str);
-        let named: LogParser = match field {
-            None => rs.spec.log_parser,
+        let named = match inst.extra.get("log_parser").and_then(Value::as_str) {
             Some(name) => name.parse().map_err(|e: crate::parse::UnknownParser| {
                 SpecError::InstanceParser {
                     instance: inst.instance_id.clone(),
@@ -389,13 +391,15 @@ impl SpecSet {
                     reason: e.to_string(),
                 }
             })?,
+            None => rs.spec.log_parser,
         };
+        // A parser the reference picks by instance (parse_log_immutable_js)
+        // is resolved here, so grading reads the log with the concrete one.
         let parser = named
             .for_instance(&inst.instance_id, &inst.version)
-            .map_err(|e| SpecError::InstanceParser {
+            .map_err(|_| SpecError::InstanceDispatch {
                 instance: inst.instance_id.clone(),
-                name: field.map_or_else(|| named.name().to_string(), str::to_string),
-                reason: e.to_string(),
+                parser: named,
             })?;
         if parser == rs.spec.log_parser {
             return Ok(std::borrow::Cow::Borrowed(rs));
@@ -450,8 +454,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("o__r-1") && e.contains("parse_log_cobol"), "{e}");
-        // A dispatching parser is resolved for the instance here, before
-        // any log is parsed; one it has no parser for is an error.
+        // A parser that dispatches on the instance is resolved here.
+        let own = s
+            .for_instance(&inst(serde_json::json!({
+                "instance_id": "immutable-js__immutable-js-2005",
+                "log_parser": "parse_log_immutable_js"
+            })))
+            .unwrap();
+        assert_eq!(own.spec.log_parser, LogParser::JestJson);
+        let e = s
+            .for_instance(&inst(serde_json::json!({
+                "instance_id": "immutable-js__immutable-js-7",
+                "log_parser": "parse_log_immutable_js"
+            })))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "instance immutable-js__immutable-js-7: the reference's parse_log_immutable_js \
+             has no parser for this instance id"
+        );
+        // jekyll picks minitest or cucumber by its PR number.
         let jekyll = |id: &str| {
             s.for_instance(&inst(
                 serde_json::json!({"log_parser": "parse_log_jekyll", "instance_id": id}),

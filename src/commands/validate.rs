@@ -26,6 +26,7 @@ pub async fn validate(args: ValidateArgs, given: &Given) -> Result<(), ExpectedE
     check_eval_scripts(&opts, &args.dataset, &dataset.instances)?;
     let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
     let done = engine.execute(jobs(&dataset, args.gold_runs)).await;
+    super::abandoned(&done)?;
     let runner = &engine.runner;
     let report = judge(
         &dataset,
@@ -34,9 +35,7 @@ pub async fn validate(args: ValidateArgs, given: &Given) -> Result<(), ExpectedE
         &runner.specs,
         &runner.cfg.rundir,
     );
-    let path = args
-        .report_dir
-        .join(format!("validate.{}.json", args.run_id));
+    let path = args.report_dir.join(rundir.validate_report_name());
     write_report(&path, &report)?;
     eprintln!("\n{}", report.table());
     eprintln!("report written to {}", path.display());

@@ -74,11 +74,11 @@ pub(crate) fn assert_matches_reference(parser: LogParser, min_cases: usize) {
         cases.len()
     );
     for case in cases {
-        // A dispatching parser is resolved from the case's `.meta` first, as
-        // the grading path does (`SpecSet::for_instance`); one that has no
-        // parser for the instance is the reference raising.
+        // Parsers that dispatch on the instance read the log with the
+        // parser it resolves to; an instance it cannot resolve is the
+        // reference raising.
         let got = match parser.for_instance(&case.instance_id, &case.version) {
-            Ok(concrete) => parse_log_raw(concrete, &case.log),
+            Ok(resolved) => parse_log_raw(resolved, &case.log),
             Err(e) => RawParse {
                 reference_error: Some(e.to_string()),
                 ..RawParse::default()
@@ -89,8 +89,10 @@ pub(crate) fn assert_matches_reference(parser: LogParser, min_cases: usize) {
                 assert_eq!(
                     &got.statuses,
                     expected,
-                    "{} differs from the reference parser's map",
-                    case.log_path.display()
+                    "{} (instance {} version {}) differs from the reference parser's map",
+                    case.log_path.display(),
+                    case.instance_id,
+                    case.version
                 );
                 assert_eq!(
                     got.reference_error,

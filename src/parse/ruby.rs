@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{py, LogParser, RawParse, TestStatus};
+use super::{py, LogParser, RawParse, TestStatus, UnknownParser};
 
 /// `^(.+)\. .*=.*(\.|F|E).*$` on the stripped line: minitest's
 /// `Class#test_x = 0.00 s = .`. All greedy, so the name runs to the last
@@ -131,16 +131,15 @@ fn ruby_unit_match(line: &str) -> Option<(&str, char)> {
 
 /// `parse_log_jekyll`'s choice: the PR number is the instance id's second
 /// `-`-separated field (`jekyll__jekyll-8047` → `8047`, as Python's
-/// `split("-")[1]`; an id without `-` raises `IndexError` there). The error
-/// says why the reference raises.
-pub(crate) fn jekyll_parser(instance_id: &str) -> Result<LogParser, String> {
+/// `split("-")[1]`; an id without `-` raises `IndexError` there, any other
+/// PR `ValueError: Unknown instance id`).
+pub(crate) fn jekyll_for(instance_id: &str) -> Result<LogParser, UnknownParser> {
     match instance_id.split('-').nth(1) {
         Some("9141" | "8047" | "8167") => Ok(LogParser::Minitest),
         Some("8761" | "8771") => Ok(LogParser::Cucumber),
-        Some(pr) => Err(format!(
-            "PR {pr:?} is none of 8047, 8167, 9141 (minitest), 8761, 8771 (cucumber): ValueError"
-        )),
-        None => Err("no `-` in the id: IndexError".to_string()),
+        _ => Err(UnknownParser {
+            name: format!("parse_log_jekyll for instance id {instance_id:?}"),
+        }),
     }
 }
 
