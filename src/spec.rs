@@ -80,6 +80,12 @@ pub struct Spec {
     /// Python version, e.g. "3.9". Absent: the runner needs no Python env.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python: Option<String>,
+    /// Toolchains by language (`rust: "1.81"`, `go: "1.23.8"`, `node: "20"`,
+    /// `java: "17"`), resolved by [`crate::toolchain`] and installed in the
+    /// toolchain image between base and env; an unknown language is an
+    /// error.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub toolchains: BTreeMap<crate::toolchain::Language, String>,
     #[serde(default)]
     pub apt_packages: Vec<String>,
     #[serde(default)]
@@ -594,6 +600,18 @@ mod tests {
             let e = with(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn toolchains_are_typed_and_unknown_languages_refused() {
+        let s = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: cargo test\n    log_parser: cargo\n    toolchains: {rust: \"1.81\"}\n")
+            .unwrap();
+        let spec = &s.lookup("o/r", "1").unwrap().spec;
+        assert_eq!(spec.toolchains[&crate::toolchain::Language::Rust], "1.81");
+        let e = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: cargo\n    toolchains: {cobol: \"85\"}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cobol") && e.contains("\"1\""), "{e}");
     }
 
     #[test]

@@ -108,6 +108,8 @@ pub enum DockerError {
     Image(#[from] ImageError),
     #[error(transparent)]
     Python(#[from] PythonError),
+    #[error(transparent)]
+    Toolchain(#[from] crate::toolchain::ToolchainError),
 }
 
 /// Why a pull gave no image. The registry's error is kept in the message,
@@ -208,6 +210,8 @@ pub struct DockerEnv {
     /// The interpreter of the image's venv (None: no Python env, or a
     /// `--namespace` image).
     pub python: Option<Interpreter>,
+    /// The toolchains of the image (a spec's `toolchains:`).
+    pub toolchains: Vec<crate::toolchain::Toolchain>,
 }
 
 impl DockerEnv {
@@ -218,6 +222,9 @@ impl DockerEnv {
         };
         if let Some(p) = &self.python {
             s.push_str(&format!("; {}", p.describe()));
+        }
+        for t in &self.toolchains {
+            s.push_str(&format!("; {}", t.describe()));
         }
         s
     }
@@ -270,6 +277,12 @@ pub struct DockerBackend {
     python_search: HostSearch,
     /// Interpreters chosen per spec `python` value, once per run.
     pythons: Mutex<BTreeMap<String, Arc<ChosenPython>>>,
+    /// Where toolchains are looked for (host folders, registries).
+    toolchain_search: crate::toolchain::Search,
+    /// Toolchains chosen per (language, version asked), once per run.
+    toolchains: tokio::sync::Mutex<
+        BTreeMap<(crate::toolchain::Language, String), Arc<images::toolchain::ChosenToolchain>>,
+    >,
     /// Images built in this run (`--force-rebuild` builds each once).
     built: Mutex<HashSet<String>>,
     used: Mutex<BTreeSet<Used>>,
@@ -361,6 +374,8 @@ impl DockerBackend {
             roots: Mutex::default(),
             python_search,
             pythons: Mutex::default(),
+            toolchain_search: crate::toolchain::Search::from_env(Some(cache.join("toolchains"))),
+            toolchains: tokio::sync::Mutex::default(),
             built: Mutex::default(),
             used: Mutex::default(),
             live: Arc::default(),
@@ -418,6 +433,14 @@ impl DockerBackend {
             .collect();
         v.sort_by_key(|i| i.requested);
         v
+    }
+
+    /// The toolchains this run chose for its specs, for run.json.
+    pub fn toolchains(&self) -> Vec<crate::toolchain::Toolchain> {
+        match self.toolchains.try_lock() {
+            Ok(m) => m.values().map(|c| c.toolchain.clone()).collect(),
+            Err(_) => Vec::new(),
+        }
     }
 
     /// The interpreter for a spec's `python` value: the provider chain,

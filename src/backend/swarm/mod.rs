@@ -174,6 +174,11 @@ impl SwarmBackend {
     pub fn interpreters(&self) -> Vec<crate::python::Interpreter> {
         self.docker.interpreters()
     }
+
+    /// The toolchains the images got (built by the Docker backend).
+    pub fn toolchains(&self) -> Vec<crate::toolchain::Toolchain> {
+        self.docker.toolchains()
+    }
 }
 
 impl SwarmBackend {
