@@ -518,6 +518,18 @@ fn setup_repo_with(spec: &Spec, make_repo: &str) -> String {
     for (k, v) in &spec.env {
         s.push_str(&format!("export {k}={}\n", quote(v)));
     }
+    for (path, fixture) in &spec.files {
+        // A here-document with a delimiter the content does not hold.
+        let mut d = String::from("EOF_PATCHGRADE_FIXTURE");
+        while fixture.content.contains(&d) {
+            d.push('_');
+        }
+        let body = fixture
+            .content
+            .strip_suffix('\n')
+            .unwrap_or(&fixture.content);
+        s.push_str(&format!("cat > {} <<'{d}'\n{body}\n{d}\n", quote(path)));
+    }
     for cmd in &spec.pre_install {
         s.push_str(cmd);
         s.push('\n');
