@@ -1,9 +1,10 @@
-//! Go: the exact release from the Go module proxy, where Go's own
+//! Go: the host's Go (`/usr/local/go`) when it is the release asked for,
+//! else the exact release from the Go module proxy, where Go's own
 //! `GOTOOLCHAIN` switching gets it (the module
 //! `golang.org/toolchain@v0.0.1-go<ver>.linux-<arch>`, a whole GOROOT),
 //! downloaded with `go mod download` into patchgrade's cache; else the
-//! host's Go (`/usr/local/go`) when it is newer, a listed deviation (Go
-//! builds modules that name an older `go` line).
+//! host's Go when it is newer, a listed deviation (Go builds modules that
+//! name an older `go` line).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -98,6 +99,20 @@ fn download(search: &Search, cache: &Path, version: &str) -> Result<PathBuf, Str
 }
 
 pub fn resolve(asked: &str, want: &Version, search: &Search) -> Result<Toolchain, ToolchainError> {
+    let host: Vec<(Version, PathBuf)> = host_release(&search.go_root)
+        .map(|v| vec![(v, search.go_root.clone())])
+        .unwrap_or_default();
+    // The host's Go when it is the release asked for: nothing to download.
+    if let Some((given, dir)) = host.iter().find(|(v, _)| v.matches(want)) {
+        return Ok(Toolchain {
+            language: Language::Go,
+            asked: asked.to_string(),
+            given: given.clone(),
+            source: Source::Host { dir: dir.clone() },
+            home: PathBuf::from(HOME),
+            deviation: None,
+        });
+    }
     let mut why = Vec::new();
     if let Some(cache) = &search.cache {
         match proxy_releases(search, cache) {
@@ -131,9 +146,6 @@ pub fn resolve(asked: &str, want: &Version, search: &Search) -> Result<Toolchain
     } else {
         why.push("registries not asked".into());
     }
-    let host: Vec<(Version, PathBuf)> = host_release(&search.go_root)
-        .map(|v| vec![(v, search.go_root.clone())])
-        .unwrap_or_default();
     match pick(want, &host) {
         Some((given, dir, newer)) => Ok(Toolchain {
             language: Language::Go,

@@ -231,3 +231,93 @@ pub fn offline_env_line(languages: impl Iterator<Item = Language>) -> String {
         false => format!("ENV {}\n", vars.join(" ")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toolchain::{resolve, Search};
+
+    #[test]
+    fn a_host_toolchain_is_copied_named_by_its_files_and_checked() {
+        let d = tempfile::tempdir().unwrap();
+        let t = rust::triple();
+        crate::toolchain::rust::tests::fake_rustup(d.path(), &[&format!("1.95.0-{t}")]);
+        let dir = d.path().join(format!("toolchains/1.95.0-{t}"));
+        std::fs::write(dir.join("share/doc/rust/README.md"), "docs").unwrap();
+        std::os::unix::fs::symlink("rustc", dir.join("bin/rustc-link")).unwrap();
+        let search = Search {
+            rustup_home: d.path().to_path_buf(),
+            ..Search::from_env(None)
+        };
+        let chosen =
+            choose(resolve(Language::Rust, "1.81", Suite::Bookworm, &search).unwrap()).unwrap();
+        let list = [chosen];
+        let plan = toolchain_plan(&list, "base:1", Suite::Bookworm);
+        assert_eq!(plan.tier, Tier::Base);
+        assert!(
+            plan.name
+                .starts_with(&format!("patchgrade.tool.rust1.95.0.{}.bookworm:", arch())),
+            "{}",
+            plan.name
+        );
+        assert!(plan
+            .dockerfile
+            .contains("COPY toolchains/rust /opt/patchgrade/rust"));
+        assert!(plan.dockerfile.contains("CARGO_HOME=/usr/local/cargo"));
+        assert!(plan
+            .dockerfile
+            .contains("\"patchgrade.toolchain.rust.given\"=\"1.95.0\""));
+        // What was asked is the env image's, not the shared toolchain image's.
+        assert!(!plan.dockerfile.contains("1.81"), "{}", plan.dockerfile);
+        let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
+        assert!(
+            script.contains("/opt/patchgrade/rust/bin/cargo --version"),
+            "{script}"
+        );
+        assert!(!script.contains("{{"), "{script}");
+
+        let tar = plan.context_tar().unwrap();
+        let mut seen = std::collections::BTreeMap::new();
+        for e in tar::Archive::new(tar.as_slice()).entries().unwrap() {
+            let e = e.unwrap();
+            let link = e.link_name().unwrap().map(|l| l.display().to_string());
+            seen.insert(e.path().unwrap().display().to_string(), link);
+        }
+        assert!(seen.contains_key("toolchains/rust/bin/cargo"), "{seen:?}");
+        assert_eq!(
+            seen["toolchains/rust/bin/rustc-link"].as_deref(),
+            Some("rustc")
+        );
+        assert!(!seen.keys().any(|k| k.contains("share/doc")), "{seen:?}");
+
+        // Same files, same name; a changed file, another image; a base too.
+        let again =
+            choose(resolve(Language::Rust, "1.84", Suite::Bookworm, &search).unwrap()).unwrap();
+        assert_eq!(
+            toolchain_image_name(&[again.clone()], "base:1", Suite::Bookworm),
+            plan.name,
+            "1.81 and 1.84 both get 1.95.0: one image"
+        );
+        assert_ne!(
+            toolchain_image_name(&[again], "base:2", Suite::Bookworm),
+            plan.name
+        );
+        std::fs::write(dir.join("bin/cargo"), "a new cargo").unwrap();
+        let changed =
+            choose(resolve(Language::Rust, "1.81", Suite::Bookworm, &search).unwrap()).unwrap();
+        assert_ne!(
+            toolchain_image_name(&[changed], "base:1", Suite::Bookworm),
+            plan.name
+        );
+    }
+
+    #[test]
+    fn the_offline_line_keeps_each_language_off_the_network() {
+        assert_eq!(offline_env_line(std::iter::empty()), "");
+        let line = offline_env_line([Language::Rust, Language::Go].into_iter());
+        assert_eq!(
+            line,
+            "ENV CARGO_NET_OFFLINE=true GOPROXY=off GOFLAGS=-mod=mod\n"
+        );
+    }
+}
