@@ -38,6 +38,20 @@ impl Manifest {
         })
     }
 
+    /// The same list with the files `exec` names made executable: the Go
+    /// module proxy's toolchain zips keep no modes (`go` itself marks
+    /// `bin/` and `pkg/tool/` executable after a download).
+    pub fn with_exec(mut self, exec: &dyn Fn(&Path) -> bool) -> Manifest {
+        for (rel, kind) in &mut self.entries {
+            if let Kind::File { mode, .. } = kind {
+                if exec(rel) {
+                    *mode |= 0o555;
+                }
+            }
+        }
+        self
+    }
+
     /// Bytes of the regular files.
     pub fn size(&self) -> u64 {
         self.entries

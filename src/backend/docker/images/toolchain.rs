@@ -64,7 +64,10 @@ pub fn choose(t: Toolchain) -> Result<ChosenToolchain, ToolchainError> {
     };
     let mut copies = Vec::new();
     if let Some(dir) = t.source.host_dir() {
-        let m = Manifest::walk(dir, &|rel: &Path| keep(&t, rel)).map_err(io)?;
+        let mut m = Manifest::walk(dir, &|rel: &Path| keep(&t, rel)).map_err(io)?;
+        if matches!(t.source, Source::GoProxy { .. }) {
+            m = m.with_exec(&|rel: &Path| rel.starts_with("bin") || rel.starts_with("pkg/tool"));
+        }
         copies.push((t.home.display().to_string(), Arc::new(m)));
         if t.language == Language::Node {
             let npm = Manifest::walk(Path::new(HOST_NPM), &|_: &Path| true).map_err(io)?;
