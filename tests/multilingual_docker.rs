@@ -110,17 +110,13 @@ impl Case {
 
 /// `<...>/<run_id>/<file>` under `root`.
 fn find(root: &Path, run_id: &str, file: &str) -> Option<std::path::PathBuf> {
-    for e in walk(root) {
-        if e.file_name().and_then(|n| n.to_str()) == Some(file)
+    walk(root).into_iter().find(|e| {
+        e.file_name().and_then(|n| n.to_str()) == Some(file)
             && e.parent()
                 .and_then(|p| p.file_name())
                 .and_then(|n| n.to_str())
                 == Some(run_id)
-        {
-            return Some(e);
-        }
-    }
-    None
+    })
 }
 
 fn walk(root: &Path) -> Vec<std::path::PathBuf> {

@@ -297,7 +297,7 @@ mod tests {
         let again =
             choose(resolve(Language::Rust, "1.84", Suite::Bookworm, &search).unwrap()).unwrap();
         assert_eq!(
-            toolchain_image_name(&[again.clone()], "base:1", Suite::Bookworm),
+            toolchain_image_name(std::slice::from_ref(&again), "base:1", Suite::Bookworm),
             plan.name,
             "1.81 and 1.84 both get 1.95.0: one image"
         );
