@@ -141,3 +141,40 @@ pub fn resolve(asked: &str, want: &Version, search: &Search) -> Result<Toolchain
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_registries_the_host_node_serves_its_release_and_newer_asks_fail() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let node = d.path().join("bin/node");
+        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
+        std::fs::write(&node, "#!/bin/sh\necho v20.20.2\n").unwrap();
+        std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let search = Search {
+            node,
+            cache: None,
+            ..Search::from_env(None)
+        };
+        let r = |a: &str| resolve(a, &Version::parse(Language::Node, a).unwrap(), &search);
+        let same = r("20").unwrap();
+        assert_eq!(same.given.to_string(), "20.20.2");
+        assert!(same.deviation.is_none());
+        assert_eq!(
+            same.source,
+            Source::Host {
+                dir: d.path().to_path_buf()
+            }
+        );
+        let older = r("18").unwrap();
+        assert!(older
+            .deviation
+            .unwrap()
+            .contains("spec says Node 18, runs on the host's 20.20.2: registries not asked"));
+        let e = r("21.6.2").unwrap_err().to_string();
+        assert!(e.contains("no node 21.6.2"), "{e}");
+    }
+}
