@@ -95,6 +95,79 @@ pub fn logs_eval(parser: LogParser, log: &str) -> Result<StatusMap, Ungradable> 
     Ok(map)
 }
 
+/// Everything one test log says about a candidate: the exit code the eval
+/// script recorded, and either the status map with its grade or why the log
+/// cannot be graded. The runner and `regrade` both grade through this, so a
+/// log graded again gives what the run gave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogGrade {
+    pub test_exit_code: Option<i32>,
+    pub graded: Result<(StatusMap, Grade), Ungradable>,
+}
+
+impl LogGrade {
+    /// Reference semantics: only a full resolution resolves; an ungradable
+    /// log still has a report, with nothing resolved.
+    pub fn resolved(&self) -> bool {
+        matches!(&self.graded, Ok((_, g)) if g.resolution == Resolution::Full)
+    }
+
+    /// Why the candidate is not resolved, in words (None when resolved).
+    pub fn detail(&self, log: &str) -> Option<String> {
+        match &self.graded {
+            Ok((_, g)) if g.resolution == Resolution::Full => None,
+            Ok((_, g)) => Some(unresolved_detail(g)),
+            Err(u) => {
+                let mut detail = format!("ungradable log: {u}");
+                if *u == Ungradable::MissingMarkers {
+                    // What the script got to, for a log that says nothing.
+                    match log.lines().rev().find(|l| !l.trim().is_empty()) {
+                        Some(l) => {
+                            let l: String = l.trim().chars().take(200).collect();
+                            detail.push_str(&format!("; its last line: {l}"));
+                        }
+                        None => detail.push_str("; the log is empty"),
+                    }
+                }
+                Some(detail)
+            }
+        }
+    }
+}
+
+/// Grade one test log against the instance's expected tests.
+pub fn grade_log(
+    parser: LogParser,
+    log: &str,
+    fail_to_pass: &[String],
+    pass_to_pass: &[String],
+) -> LogGrade {
+    LogGrade {
+        test_exit_code: recorded_exit_code(log),
+        graded: logs_eval(parser, log).map(|map| {
+            let g = grade(&map, fail_to_pass, pass_to_pass);
+            (map, g)
+        }),
+    }
+}
+
+/// `FAIL_TO_PASS 1/2 passed, PASS_TO_PASS 2/2 passed[; N expected ids not
+/// in the log]`.
+pub fn unresolved_detail(g: &Grade) -> String {
+    format!(
+        "FAIL_TO_PASS {}/{} passed, PASS_TO_PASS {}/{} passed{}",
+        g.fail_to_pass.success.len(),
+        g.fail_to_pass.success.len() + g.fail_to_pass.failure.len(),
+        g.pass_to_pass.success.len(),
+        g.pass_to_pass.success.len() + g.pass_to_pass.failure.len(),
+        if g.unmatched.is_empty() {
+            String::new()
+        } else {
+            format!("; {} expected ids not in the log", g.unmatched.len())
+        }
+    )
+}
+
 /// `success` / `failure` lists as in report.json.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Split {

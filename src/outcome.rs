@@ -1,13 +1,7 @@
-//! The typed outcome of evaluating one (instance, prediction), and the record
-//! patchgrade keeps of it.
+//! The typed outcome of evaluating one (instance, prediction), and the
+//! seconds its stages took. The record that holds them is `crate::record`'s.
 
-use serde::{Deserialize, Deserializer, Serialize};
-
-use crate::audit::{Audit, Verdict};
-use crate::grade::{Grade, Ungradable};
-use crate::parse::StatusMap;
-use crate::patch::ApplyStrategy;
-use crate::script::dataset::ScriptUsed;
+use serde::{Deserialize, Serialize};
 
 /// What happened to one candidate. Environment and infrastructure failures
 /// are kept apart from the candidate's own failures: they say nothing about
@@ -95,107 +89,4 @@ pub struct ContainerTimings {
     /// Start to the end of the output stream: the script's run, its output
     /// read as it is written (there is no separate log read).
     pub run: f64,
-}
-
-/// patchgrade's own record of one evaluation (`patchgrade.json`, and the
-/// `patchgrade` key of report.json).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EvalRecord {
-    pub instance_id: String,
-    pub model_name_or_path: String,
-    /// Which sample of this model for this instance, when there are several.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sample_id: Option<String>,
-    /// Set when this sample's patch was identical to another sample's and
-    /// that sample's evaluation was reused (its id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evaluated_as: Option<String>,
-    pub outcome: Outcome,
-    /// Why, in words, for every outcome but a clean grade.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-    /// Inputs that produced this result; a rerun reuses it only on a match.
-    pub cache_key: String,
-    pub patch_sha256: Option<String>,
-    pub spec_hash: Option<String>,
-    /// Set when the tests ran the instance's own `eval_script`
-    /// (`--eval-script dataset`); absent: the spec's script.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eval_script: Option<ScriptUsed>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub apply_strategy: Option<ApplyStrategy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grade: Option<Grade>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ungradable: Option<Ungradable>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub test_exit_code: Option<i32>,
-    /// Status of every test in the log, when the tests ran and the log
-    /// parsed (records of 0.1.0 have none: their log is parsed again).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub statuses: Option<StatusMap>,
-    /// Whether a pass is clean or suspect, and why (graded runs only).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "audit_or_verdict"
-    )]
-    pub audit: Option<Audit>,
-    pub backend: String,
-    /// Image id (docker) or env path (local) the tests ran in.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub environment: Option<String>,
-    pub timings: Timings,
-    pub patchgrade_version: String,
-}
-
-impl EvalRecord {
-    /// A record with nothing known yet but who and where; the outcome is
-    /// `infra_error` until a step says otherwise.
-    pub fn new(instance_id: &str, model: &str, backend: &str) -> EvalRecord {
-        EvalRecord {
-            instance_id: instance_id.to_string(),
-            model_name_or_path: model.to_string(),
-            sample_id: None,
-            evaluated_as: None,
-            outcome: Outcome::InfraError,
-            detail: None,
-            cache_key: String::new(),
-            patch_sha256: None,
-            spec_hash: None,
-            eval_script: None,
-            apply_strategy: None,
-            grade: None,
-            ungradable: None,
-            test_exit_code: None,
-            statuses: None,
-            audit: None,
-            backend: backend.to_string(),
-            environment: None,
-            timings: Timings::default(),
-            patchgrade_version: crate::VERSION.into(),
-        }
-    }
-}
-
-/// An audit as patchgrade writes it, or one reduced to its verdict (edited
-/// by hand or by other tools): the verdict is what reports count.
-fn audit_or_verdict<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Audit>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Stored {
-        Full(Audit),
-        Verdict { verdict: Verdict },
-    }
-    Ok(match Option::<Stored>::deserialize(d)? {
-        None => None,
-        Some(Stored::Full(a)) => Some(a),
-        Some(Stored::Verdict { verdict }) => Some(Audit {
-            verdict,
-            reasons: Vec::new(),
-            seconds: 0.0,
-            notes: Vec::new(),
-            checks: Vec::new(),
-        }),
-    })
 }

@@ -44,6 +44,10 @@ pub enum SpecError {
         name: String,
         reason: String,
     },
+    /// The reference's parser picks its parser by the instance and has none
+    /// for this one (it raises `ValueError: Unknown instance id`).
+    #[error("instance {instance}: the reference's parse_log_{parser} has no parser for this instance id")]
+    InstanceDispatch { instance: String, parser: LogParser },
 }
 
 /// How the test files named in the test patch become runner arguments.
@@ -454,23 +458,33 @@ impl SpecSet {
     /// The spec an instance runs with: its repository and version's, with
     /// the log parser the instance itself names when it carries a
     /// `log_parser` field (the reference's current datasets do, e.g.
-    /// `parse_log_django`). The parser is part of the spec's hash, so a
-    /// result graded with another parser is not reused.
+    /// `parse_log_django`), resolved for the instance when the reference
+    /// picks the parser by instance (`LogParser::for_instance`). The parser
+    /// is part of the spec's hash, so a result graded with another parser is
+    /// not reused.
     pub fn for_instance(
         &self,
         inst: &crate::dataset::Instance,
     ) -> Result<std::borrow::Cow<'_, ResolvedSpec>, SpecError> {
         let rs = self.lookup(&inst.repo, &inst.version)?;
-        let Some(name) = inst.extra.get("log_parser").and_then(Value::as_str) else {
-            return Ok(std::borrow::Cow::Borrowed(rs));
-        };
-        let parser: LogParser =
-            name.parse()
-                .map_err(|e: crate::parse::UnknownParser| SpecError::InstanceParser {
+        let named = match inst.extra.get("log_parser").and_then(Value::as_str) {
+            Some(name) => name.parse().map_err(|e: crate::parse::UnknownParser| {
+                SpecError::InstanceParser {
                     instance: inst.instance_id.clone(),
                     name: name.to_string(),
                     reason: e.to_string(),
-                })?;
+                }
+            })?,
+            None => rs.spec.log_parser,
+        };
+        // A parser the reference picks by instance (parse_log_immutable_js)
+        // is resolved here, so grading reads the log with the concrete one.
+        let parser = named
+            .for_instance(&inst.instance_id, &inst.version)
+            .map_err(|_| SpecError::InstanceDispatch {
+                instance: inst.instance_id.clone(),
+                parser: named,
+            })?;
         if parser == rs.spec.log_parser {
             return Ok(std::borrow::Cow::Borrowed(rs));
         }
@@ -524,6 +538,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("o__r-1") && e.contains("parse_log_cobol"), "{e}");
+        // A parser that dispatches on the instance is resolved here.
+        let own = s
+            .for_instance(&inst(serde_json::json!({
+                "instance_id": "immutable-js__immutable-js-2005",
+                "log_parser": "parse_log_immutable_js"
+            })))
+            .unwrap();
+        assert_eq!(own.spec.log_parser, LogParser::JestJson);
+        let e = s
+            .for_instance(&inst(serde_json::json!({
+                "instance_id": "immutable-js__immutable-js-7",
+                "log_parser": "parse_log_immutable_js"
+            })))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "instance immutable-js__immutable-js-7: the reference's parse_log_immutable_js \
+             has no parser for this instance id"
+        );
     }
 
     #[test]

@@ -4,5 +4,6 @@
 //! [`crate::rundir`].
 
 pub mod reaudit;
+pub mod regrade;
 pub mod select;
 pub mod validate;

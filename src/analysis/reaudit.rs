@@ -13,15 +13,19 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::audit::dynamic::{self, HeldOut};
-use crate::audit::{audit_static, Audit, AuditInput, CheckKind, CheckRun, ReasonKind};
+use crate::audit::{
+    audit_static, Audit, AuditInput, CheckKind, CheckOutcome, CheckRun, ReasonKind,
+};
 use crate::dataset::{model_dir, Dataset, Instance, Prediction};
 use crate::grade::Ungradable;
-use crate::outcome::{EvalRecord, Outcome};
+use crate::key::EvalKey;
+use crate::outcome::Outcome;
 use crate::parse::StatusMap;
+use crate::record::EvalRecord;
 use crate::report::AuditCounts;
 use crate::rundir::{Evaluation, RunDir};
+use crate::runner::jobs::Job;
 use crate::runner::jobs::Records;
-use crate::runner::jobs::{Job, RecordKey};
 use crate::script;
 use crate::spec::SpecSet;
 
@@ -115,7 +119,7 @@ fn job(inst: Instance, model: String, patch: &str, directives: Option<Vec<String
 #[derive(Debug, Default)]
 pub struct Plan {
     pub jobs: Vec<Job>,
-    pub purposes: Vec<(RecordKey, Purpose)>,
+    pub purposes: Vec<(EvalKey, Purpose)>,
     pub unplanned: Vec<(usize, CheckRun)>,
 }
 
@@ -239,7 +243,7 @@ pub fn plan(
 /// Why a dynamic evaluation cannot be judged.
 #[derive(Debug, Clone)]
 struct Unusable {
-    outcome: Option<String>,
+    outcome: Option<CheckOutcome>,
     cause: String,
 }
 
@@ -276,9 +280,9 @@ fn error_line(log: &str) -> Option<String> {
 fn usable(
     rundir: &RunDir,
     specs: &SpecSet,
-    jobs: &BTreeMap<RecordKey, Job>,
+    jobs: &BTreeMap<EvalKey, Job>,
     records: &Records,
-    key: &RecordKey,
+    key: &EvalKey,
 ) -> Result<StatusMap, Unusable> {
     let (Some(j), Some(r)) = (jobs.get(key), records.get(key)) else {
         return Err(Unusable {
@@ -288,7 +292,7 @@ fn usable(
     };
     if !matches!(r.outcome, Outcome::Resolved | Outcome::Unresolved) {
         return Err(Unusable {
-            outcome: Some(r.outcome.name().into()),
+            outcome: Some(CheckOutcome::Outcome(r.outcome)),
             cause: r
                 .detail
                 .as_deref()
@@ -303,7 +307,7 @@ fn usable(
             cause.push_str(&format!("; {l}"));
         }
         Unusable {
-            outcome: Some("ungradable".into()),
+            outcome: Some(CheckOutcome::Ungradable),
             cause,
         }
     };
@@ -314,14 +318,14 @@ fn usable(
                 cause.push_str(&format!("; {l}"));
             }
             Err(Unusable {
-                outcome: Some(r.outcome.name().into()),
+                outcome: Some(CheckOutcome::Outcome(r.outcome)),
                 cause,
             })
         }
         Some(Ok(m)) => Ok(m),
         Some(Err(u)) => Err(ungradable(&u)),
         None => Err(Unusable {
-            outcome: Some(r.outcome.name().into()),
+            outcome: Some(CheckOutcome::Outcome(r.outcome)),
             cause: "no test log".into(),
         }),
     }
@@ -337,8 +341,8 @@ pub fn judge(
     plan: Plan,
     records: &Records,
 ) {
-    let by_key: BTreeMap<RecordKey, Job> = plan.jobs.into_iter().map(|j| (j.key(), j)).collect();
-    let look = |key: &RecordKey| usable(rundir, specs, &by_key, records, key);
+    let by_key: BTreeMap<EvalKey, Job> = plan.jobs.into_iter().map(|j| (j.key(), j)).collect();
+    let look = |key: &EvalKey| usable(rundir, specs, &by_key, records, key);
     let mut held_gold: BTreeMap<&str, Result<StatusMap, Unusable>> = BTreeMap::new();
     let mut div_gold: BTreeMap<&str, Vec<Result<StatusMap, Unusable>>> = BTreeMap::new();
     for (key, p) in &plan.purposes {

@@ -13,8 +13,10 @@ use serde::Serialize;
 
 use crate::dataset::{Dataset, Instance, Prediction};
 use crate::grade::lookup;
-use crate::outcome::{EvalRecord, Outcome};
+use crate::key::EvalKey;
+use crate::outcome::Outcome;
 use crate::parse::{StatusMap, TestStatus};
+use crate::record::EvalRecord;
 use crate::rundir::RunDir;
 use crate::runner::jobs::Job;
 use crate::runner::jobs::Records;
@@ -124,11 +126,7 @@ pub fn judge(
     let mut instances = Vec::new();
     for inst in &dataset.instances {
         let id = &inst.instance_id;
-        let rec = |model: &str| {
-            records
-                .get(&(model.to_string(), id.clone(), None))
-                .map(|r| &**r)
-        };
+        let rec = |model: &str| records.get(&EvalKey::new(model, id, None)).map(|r| &**r);
         let base_rec = rec(BASE_MODEL);
         let gold_recs: Vec<Option<&EvalRecord>> =
             (0..gold_runs).map(|k| rec(&gold_model(k))).collect();
@@ -374,11 +372,11 @@ mod tests {
         }
         let mut records = crate::runner::jobs::Records::new();
         records.insert(
-            (BASE_MODEL.into(), "o__r-1".into(), None),
+            EvalKey::new(BASE_MODEL, "o__r-1", None),
             Box::new(record(BASE_MODEL, "o__r-1", Outcome::Unresolved)),
         );
         records.insert(
-            (gold_model(0), "o__r-1".into(), None),
+            EvalKey::new(&gold_model(0), "o__r-1", None),
             Box::new(record(&gold_model(0), "o__r-1", Outcome::Resolved)),
         );
         let report = judge(&dataset, 1, &records, &specs, &rundir);

@@ -32,6 +32,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::dataset::Instance;
+use crate::outcome::Outcome;
 use crate::parse::LogParser;
 
 /// Whether a pass can be trusted.
@@ -80,15 +81,34 @@ pub enum CheckStatus {
     CouldNotRun,
 }
 
+/// How the evaluation behind a check that could not run ended: its outcome
+/// (`environment_build_failed`, ...), or `ungradable` for a graded outcome
+/// whose log could not be graded. Written as that one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckOutcome {
+    Ungradable,
+    #[serde(untagged)]
+    Outcome(Outcome),
+}
+
+impl std::fmt::Display for CheckOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckOutcome::Ungradable => f.write_str("ungradable"),
+            CheckOutcome::Outcome(o) => o.fmt(f),
+        }
+    }
+}
+
 /// What happened to one requested check of one evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckRun {
     pub check: CheckKind,
     pub status: CheckStatus,
-    /// The outcome of the evaluation that failed (`environment_build_failed`,
-    /// `unresolved` with an ungradable log, ...), when one did.
+    /// How the evaluation that failed ended, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub outcome: Option<CheckOutcome>,
     /// Why it could not run, in words (the error line, the gold failures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
@@ -372,4 +392,33 @@ pub(crate) fn excerpt<'s>(lines: impl IntoIterator<Item = &'s str>, max_lines: u
         out.push_str(&format!("\n… ({rest} more)"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_outcomes_are_written_as_one_word() {
+        let cases = [
+            (CheckOutcome::Ungradable, "ungradable"),
+            (
+                CheckOutcome::Outcome(Outcome::EnvironmentBuildFailed),
+                "environment_build_failed",
+            ),
+            (CheckOutcome::Outcome(Outcome::Unresolved), "unresolved"),
+        ];
+        for (o, text) in cases {
+            assert_eq!(serde_json::to_value(o).unwrap(), text);
+            assert_eq!(o.to_string(), text);
+            let back: CheckOutcome = serde_json::from_value(text.into()).unwrap();
+            assert_eq!(back, o);
+        }
+        let mut c = CheckRun::could_not_run(CheckKind::HeldOut, "gold's held-out run failed");
+        c.outcome = Some(CheckOutcome::Outcome(Outcome::EnvironmentBuildFailed));
+        assert_eq!(
+            c.describe(),
+            "held_out: gold's held-out run failed (environment_build_failed)"
+        );
+    }
 }

@@ -17,6 +17,7 @@ use tokio::process::Command;
 
 use super::{EnvError, InfraError, RunOutput, Workspace};
 use crate::dataset::Instance;
+use crate::record::Environment;
 use crate::repo::RepoCache;
 use crate::spec::{hex, ResolvedSpec};
 
@@ -38,11 +39,12 @@ pub struct LocalEnv {
 }
 
 impl LocalEnv {
-    pub fn describe(&self) -> String {
+    /// What the record says of it.
+    pub fn environment(&self) -> Environment {
         match (&self.shared, &self.python) {
-            (Some(s), _) => format!("venv {}", s.display()),
-            (None, Some(p)) => format!("python {}", p.display()),
-            (None, None) => "host".into(),
+            (Some(s), _) => Environment::Venv(s.clone()),
+            (None, Some(p)) => Environment::Python(p.clone()),
+            (None, None) => Environment::Host,
         }
     }
 }

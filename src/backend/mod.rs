@@ -14,6 +14,8 @@ pub mod swarm;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// Spec `blackhole_routes`, as shell run with NET_ADMIN inside the test's
 /// own network namespace: packets to non-local addresses vanish (connects
 /// time out, as the tests expect) instead of failing at once; the name
@@ -24,6 +26,7 @@ pub const BLACKHOLE_ROUTES: &str = "ip route add default dev lo 2>/dev/null; \
      ip route add unreachable \"$ns\" 2>/dev/null; done";
 
 use crate::dataset::Instance;
+use crate::record::Environment;
 use crate::spec::ResolvedSpec;
 
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +120,50 @@ pub use local::{LocalBackend, LocalEnv};
 pub use setup_files::{environment_for, filter_requirements, read_requirements, EnvFile};
 pub use swarm::{SwarmBackend, SwarmEnv};
 
+/// Which backend ran a run's tests, as run.json and the summaries name it
+/// (`docker`, `local`, `swarm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Docker,
+    Local,
+    Swarm,
+}
+
+impl BackendKind {
+    pub const ALL: [BackendKind; 3] = [BackendKind::Docker, BackendKind::Local, BackendKind::Swarm];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Docker => "docker",
+            BackendKind::Local => "local",
+            BackendKind::Swarm => "swarm",
+        }
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A backend name that is none of the three.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown backend {0:?} (docker, local, swarm)")]
+pub struct UnknownBackend(pub String);
+
+impl std::str::FromStr for BackendKind {
+    type Err = UnknownBackend;
+
+    fn from_str(s: &str) -> Result<BackendKind, UnknownBackend> {
+        BackendKind::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| UnknownBackend(s.to_string()))
+    }
+}
+
 /// The backends patchgrade can run on.
 #[derive(Debug)]
 pub enum Backend {
@@ -135,22 +182,26 @@ pub enum Env {
 
 impl Env {
     /// What to record in reports: env path or image id.
-    pub fn describe(&self) -> String {
+    pub fn environment(&self) -> Environment {
         match self {
-            Env::Local(e) => e.describe(),
-            Env::Docker(e) => e.describe(),
-            Env::Swarm(e) => e.describe(),
+            Env::Local(e) => e.environment(),
+            Env::Docker(e) => e.environment(),
+            Env::Swarm(e) => e.environment(),
         }
     }
 }
 
 impl Backend {
-    pub fn name(&self) -> &'static str {
+    pub fn kind(&self) -> BackendKind {
         match self {
-            Backend::Local(_) => "local",
-            Backend::Docker(_) => "docker",
-            Backend::Swarm(_) => "swarm",
+            Backend::Local(_) => BackendKind::Local,
+            Backend::Docker(_) => BackendKind::Docker,
+            Backend::Swarm(_) => BackendKind::Swarm,
         }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
     }
 
     /// The interpreters the run's Docker images got, one per spec `python`
@@ -287,25 +338,18 @@ impl Backend {
     }
 }
 
-/// What a record's `environment` gains when the backend says where the
-/// evaluation ran (`placement`).
-pub fn placement_suffix(node: &str) -> String {
-    format!(" on node {node}")
-}
-
-/// The node in a record's `environment`, if a backend put one there.
-pub fn placement_of(environment: &str) -> Option<&str> {
-    environment.rsplit_once(" on node ").map(|(_, n)| n)
-}
-
 #[cfg(test)]
-mod placement_tests {
+mod tests {
     use super::*;
 
     #[test]
-    fn the_node_is_read_back_from_the_environment() {
-        let env = format!("image a:b sha256:1{}", placement_suffix("vm/abc"));
-        assert_eq!(placement_of(&env), Some("vm/abc"));
-        assert_eq!(placement_of("image a:b sha256:1"), None);
+    fn backend_kinds_have_one_spelling() {
+        for kind in BackendKind::ALL {
+            let text = kind.to_string();
+            assert_eq!(text.parse::<BackendKind>().unwrap(), kind);
+            assert_eq!(serde_json::to_value(kind).unwrap(), text.as_str());
+        }
+        assert_eq!(BackendKind::Swarm.to_string(), "swarm");
+        assert!("auto".parse::<BackendKind>().is_err());
     }
 }

@@ -14,8 +14,9 @@ use patchgrade::python::PythonDir;
 use patchgrade::repo::DEFAULT_URL_TEMPLATE;
 use patchgrade::script::dataset::ScriptSource;
 
+/// `--backend` values (the library's `BackendChoice`).
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum BackendKind {
+pub enum BackendArg {
     /// Docker when a daemon answers, else local.
     Auto,
     Docker,
@@ -47,7 +48,7 @@ pub struct SourceArgs {
 #[derive(Debug, Args, Clone)]
 pub struct EngineArgs {
     #[arg(long, value_enum, default_value = "auto")]
-    pub backend: BackendKind,
+    pub backend: BackendArg,
     /// Evaluations run at once.
     #[arg(long, default_value_t = default_workers())]
     pub max_workers: usize,
@@ -162,6 +163,33 @@ pub enum CacheLevelArg {
     Instance,
 }
 
+/// A clap enum and the library enum it stands for, variant for variant:
+/// `From` both ways (the command line into the engine's options, a
+/// run.json's setting back under the flags), from the one list.
+macro_rules! same_values {
+    ($arg:ident <=> $lib:ident { $($v:ident),* $(,)? }) => {
+        impl From<$arg> for $lib {
+            fn from(a: $arg) -> $lib {
+                match a {
+                    $($arg::$v => $lib::$v,)*
+                }
+            }
+        }
+
+        impl From<$lib> for $arg {
+            fn from(l: $lib) -> $arg {
+                match l {
+                    $($lib::$v => $arg::$v,)*
+                }
+            }
+        }
+    };
+}
+
+same_values!(BackendArg <=> BackendChoice { Auto, Docker, Local, Swarm });
+same_values!(CacheLevelArg <=> CacheLevel { None, Base, Env, Instance });
+same_values!(EvalScriptArg <=> ScriptSource { Spec, Dataset });
+
 impl DockerArgs {
     pub fn options(&self) -> DockerOptions {
         DockerOptions {
@@ -169,12 +197,7 @@ impl DockerArgs {
             instance_image_tag: self.instance_image_tag.clone(),
             base_image: self.base_image.clone(),
             ca_cert: self.ca_cert.clone(),
-            cache_level: self.cache_level.map(|l| match l {
-                CacheLevelArg::None => CacheLevel::None,
-                CacheLevelArg::Base => CacheLevel::Base,
-                CacheLevelArg::Env => CacheLevel::Env,
-                CacheLevelArg::Instance => CacheLevel::Instance,
-            }),
+            cache_level: self.cache_level.map(CacheLevel::from),
             cache_budget: self.cache_budget.clone(),
             clean: self.clean,
             force_rebuild: self.force_rebuild,
@@ -191,12 +214,7 @@ impl EngineArgs {
     /// The engine's options, as given.
     pub fn options(&self) -> EngineOptions {
         EngineOptions {
-            backend: match self.backend {
-                BackendKind::Auto => BackendChoice::Auto,
-                BackendKind::Docker => BackendChoice::Docker,
-                BackendKind::Local => BackendChoice::Local,
-                BackendKind::Swarm => BackendChoice::Swarm,
-            },
+            backend: self.backend.into(),
             max_workers: self.max_workers,
             timeout: Duration::from_secs(self.timeout),
             log_dir: self.log_dir.clone(),
@@ -206,10 +224,7 @@ impl EngineArgs {
             swarm: SwarmOptions {
                 registry: self.swarm.registry.clone(),
             },
-            eval_script: match self.eval_script {
-                EvalScriptArg::Spec => ScriptSource::Spec,
-                EvalScriptArg::Dataset => ScriptSource::Dataset,
-            },
+            eval_script: self.eval_script.into(),
             sources: Sources {
                 specs: self.sources.specs.clone(),
                 mirror_dir: self.sources.mirror_dir.clone(),

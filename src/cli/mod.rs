@@ -40,6 +40,10 @@ pub enum Command {
     /// pass@k / pass^k with intervals, clean variants, slices and plots from
     /// run folders; or a paired comparison of two runs.
     Report(ReportArgs),
+    /// Grade a run's saved test logs again with today's parsers and rules
+    /// (no container, no checkout): patchgrade's run folders, or the
+    /// reference's logs/run_evaluation/<run_id>/<model>/<instance>/.
+    Regrade(RegradeArgs),
     /// Best-of-n: choose one sample per instance without the hidden tests.
     Select(SelectArgs),
     /// Efficiency: grade, then time base, gold and each candidate per
@@ -245,6 +249,30 @@ pub struct ReportArgs {
     /// Bootstrap resamples per interval.
     #[arg(long, default_value_t = patchgrade::metrics::bootstrap::DEFAULT_RESAMPLES)]
     pub resamples: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct RegradeArgs {
+    /// The run folder (`logs/run_evaluation/<run_id>`).
+    #[arg(value_name = "RUN_DIR")]
+    pub run_dir: PathBuf,
+    /// Dataset; default: the one RUN_DIR/run.json names (a reference run
+    /// folder needs it).
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// Extra spec files or folders (repeatable), over the built-ins: where a
+    /// dataset row names no `log_parser`, its spec's parser reads the log.
+    #[arg(long, value_name = "PATH")]
+    pub specs: Vec<PathBuf>,
+    /// Where the run summaries `<model>.<run_id>.json` are rewritten.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub report_dir: PathBuf,
+    /// Say what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the changes as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, ValueEnum};
 
-use super::engine_args::{BackendKind, CacheLevelArg, EngineArgs, EvalScriptArg};
+use super::engine_args::{BackendArg, CacheLevelArg, EngineArgs, EvalScriptArg};
+use patchgrade::backend::BackendKind;
+use patchgrade::engine::BackendChoice;
 use patchgrade::python::find::PythonDir;
 use patchgrade::rundir::RunSetup;
-use patchgrade::script::dataset::ScriptSource;
 
 /// The arguments given on the command line (not defaults, not the
 /// environment), by clap id (the field name).
@@ -110,7 +111,7 @@ macro_rules! shown_by_value_enum {
         }
     )*};
 }
-shown_by_value_enum!(BackendKind, CacheLevelArg, EvalScriptArg);
+shown_by_value_enum!(BackendArg, CacheLevelArg, EvalScriptArg);
 
 /// One setting: run.json's value when the flag was not given, else the
 /// command line's, said on stderr when it differs from run.json's.
@@ -184,11 +185,19 @@ impl EngineArgs {
             &mut a.sources.cache_dir,
             s.cache_dir.clone().map(Some),
         );
-        let backend = s.backend.as_deref().and_then(|b| match b {
-            "docker" => Some(BackendKind::Docker),
-            "local" => Some(BackendKind::Local),
-            _ => None,
-        });
+        // A swarm run is not evaluated on the swarm again unless asked:
+        // run.json does not record the registry it needs (`--registry`).
+        let backend = match s.backend {
+            Some(BackendKind::Swarm) if !given.has("backend") => {
+                eprintln!(
+                    "not reusing run.json's --backend swarm ({}): it does not record the registry; using --backend {} (give --backend swarm --registry HOST:PORT to evaluate on the swarm)",
+                    source.display(),
+                    a.backend.shown()
+                );
+                None
+            }
+            other => other.map(|b| BackendArg::from(BackendChoice::from(b))),
+        };
         m.take("backend", "--backend", &mut a.backend, backend);
         m.take(
             "no_sandbox",
@@ -197,10 +206,7 @@ impl EngineArgs {
             s.sandbox.map(|x| !x),
         );
         m.take("timeout", "--timeout", &mut a.timeout, s.timeout_secs);
-        let script = s.eval_script.map(|e| match e {
-            ScriptSource::Spec => EvalScriptArg::Spec,
-            ScriptSource::Dataset => EvalScriptArg::Dataset,
-        });
+        let script = s.eval_script.map(EvalScriptArg::from);
         m.take("eval_script", "--eval-script", &mut a.eval_script, script);
         if let Some(d) = &s.docker {
             let o = &mut a.docker;
@@ -228,13 +234,7 @@ impl EngineArgs {
                 &mut o.ca_cert,
                 Some(d.ca_cert.clone()),
             );
-            let level = d.cache_level.as_deref().and_then(|l| match l {
-                "none" => Some(CacheLevelArg::None),
-                "base" => Some(CacheLevelArg::Base),
-                "env" => Some(CacheLevelArg::Env),
-                "instance" => Some(CacheLevelArg::Instance),
-                _ => None,
-            });
+            let level = d.cache_level.map(CacheLevelArg::from);
             m.take(
                 "cache_level",
                 "--cache-level",

@@ -14,7 +14,9 @@ use patchgrade::analysis::reaudit;
 use patchgrade::audit::{dynamic, Audit};
 use patchgrade::dataset::{Dataset, Instance};
 use patchgrade::engine::{Engine, EngineOptions, Executed};
-use patchgrade::outcome::{EvalRecord, Outcome};
+use patchgrade::key::EvalName;
+use patchgrade::outcome::Outcome;
+use patchgrade::record::EvalRecord;
 use patchgrade::review::submission::{audit_submission, SubmissionAudit, SubmissionOptions};
 use patchgrade::rundir::{Evaluation, RunDir};
 
@@ -139,8 +141,8 @@ async fn rerun(
     audits: &mut BTreeMap<usize, Audit>,
 ) -> Result<Executed, ExpectedError> {
     opts.log_dir = rundir.log_root().to_owned();
-    let audit_run = format!("{}.audit", rundir.run_id());
-    let engine = Engine::build(&opts, &audit_run, dataset_path)?;
+    let audit_run = rundir.audit_run();
+    let engine = Engine::build(&opts, audit_run.run_id(), dataset_path)?;
     let repos = engine.runner.repos.clone();
     let list_files = |inst: &Instance| {
         repos
@@ -258,10 +260,7 @@ fn submission_lines(audit: &SubmissionAudit) -> Vec<String> {
         if a.reasons.is_empty() && r.findings.is_empty() {
             continue;
         }
-        let who = match &p.sample_id {
-            Some(s) => format!("{}@{s}", p.instance_id),
-            None => p.instance_id.clone(),
-        };
+        let who = EvalName::new(&p.instance_id, p.sample_id.as_deref());
         let verdict = if a.is_suspect() { "suspect" } else { "clean" };
         out.push(format!(
             "{}  {who}  {verdict}  score {:.0}",

@@ -4,6 +4,7 @@
 
 mod audit;
 mod perf;
+mod regrade;
 mod report;
 mod review;
 mod run;
@@ -33,6 +34,7 @@ pub async fn dispatch(command: Command, given: Given) -> Result<(), ExpectedErro
         Command::Validate(args) => validate::validate(args, &given).await,
         Command::Audit(args) => audit::audit(args, &given).await,
         Command::Report(args) => report::report(args),
+        Command::Regrade(args) => regrade::regrade(args),
         Command::Select(args) => select::select(args, &given).await,
         Command::Perf(args) => perf::perf(args).await,
         Command::Review(args) => review::review(args).await,
@@ -120,11 +122,8 @@ fn finished_all(done: &Executed, what: &str) -> Result<(), ExpectedError> {
         .records
         .iter()
         .filter(|(_, r)| !r.outcome.counts_for_model())
-        .map(|((model, id, sample), r)| {
-            let who = match sample {
-                Some(s) => format!("{id}@{s}"),
-                None => id.clone(),
-            };
+        .map(|(key, r)| {
+            let (who, model) = (key.name(), &key.model);
             let why = r
                 .detail
                 .as_deref()

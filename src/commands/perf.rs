@@ -12,21 +12,24 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::{check_eval_scripts, finished_all, list, load_dataset, print_json, write_report};
-use crate::cli::engine_args::{BackendKind, CacheLevelArg, EngineArgs};
+use crate::cli::engine_args::{BackendArg, CacheLevelArg, EngineArgs};
 use crate::cli::perf_args::{MeasureArgs, PerfArgs};
 use crate::error::ExpectedError;
 use patchgrade::backend::docker::daemon;
 use patchgrade::dataset::{load_predictions, Dataset, GOLD};
 use patchgrade::engine::Engine;
-use patchgrade::outcome::{EvalRecord, Outcome};
+use patchgrade::key::EvalKey;
+use patchgrade::outcome::Outcome;
 use patchgrade::perf::container::MeasureOptions;
 use patchgrade::perf::instance::{measure_instance, PerfJob};
 use patchgrade::perf::record::{PerfRecord, Role, VariantInfo};
 use patchgrade::perf::variants::PatchVariant;
 use patchgrade::perf::{aggregate, render, Aggregate, AnalysisOptions};
+use patchgrade::record::EvalRecord;
 use patchgrade::rundir::atomic::write_atomic;
+use patchgrade::rundir::RunDir;
 use patchgrade::runner::jobs::Records;
-use patchgrade::runner::jobs::{jobs_for_predictions, Job, RecordKey};
+use patchgrade::runner::jobs::{jobs_for_predictions, Job};
 
 pub async fn perf(mut args: PerfArgs) -> Result<(), ExpectedError> {
     let dataset = load_dataset(&args.dataset, &args.instance_ids)?;
@@ -88,12 +91,12 @@ pub fn options(
     engine: &mut EngineArgs,
     run_id: &str,
 ) -> Result<(MeasureOptions, AnalysisOptions), ExpectedError> {
-    if engine.backend == BackendKind::Local {
+    if engine.backend == BackendArg::Local {
         return Err(ExpectedError::bad(anyhow::anyhow!(
             "perf measures in containers: it needs --backend docker (or auto with a Docker daemon)"
         )));
     }
-    engine.backend = BackendKind::Docker;
+    engine.backend = BackendArg::Docker;
     // Without --cache-level the images stay (the cache budget never evicts
     // what this run used); a level that drops instance images is raised.
     if matches!(engine.docker.cache_level, Some(l) if l != CacheLevelArg::Instance) {
@@ -102,7 +105,7 @@ pub fn options(
     }
     let bad = |e: String| ExpectedError::bad(anyhow::anyhow!(e));
     let mopts = measure
-        .measure_options(engine, &format!("{run_id}-perf"))
+        .measure_options(engine, &RunDir::new(&engine.log_dir, run_id).perf_run_id())
         .map_err(bad)?;
     let aopts = measure.analysis_options().map_err(bad)?;
     Ok((mopts, aopts))
@@ -151,13 +154,9 @@ impl Measured {
     }
 }
 
-/// The instance image an evaluation ran in (`image NAME ID ...`, see
-/// `DockerEnv::describe`): its id.
+/// The id of the instance image an evaluation ran in.
 fn image_of(r: &EvalRecord) -> Option<String> {
-    let env = r.environment.as_deref()?;
-    let mut w = env.split_whitespace();
-    (w.next()? == "image").then_some(())?;
-    let id = w.nth(1)?.trim_end_matches(';');
+    let id = r.environment.as_ref()?.image_id()?;
     id.starts_with("sha256:").then(|| id.to_string())
 }
 
@@ -213,7 +212,7 @@ async fn measure_run(
         .filter(|m| *m != GOLD)
         .collect();
     let docker = daemon::connect().await.map_err(ExpectedError::infra)?;
-    let resolved = |k: &RecordKey| records.get(k).map(|r| r.outcome == Outcome::Resolved);
+    let resolved = |k: &EvalKey| records.get(k).map(|r| r.outcome == Outcome::Resolved);
     let mut out = Measured {
         records: Vec::new(),
         aggregates: BTreeMap::new(),
@@ -229,7 +228,7 @@ async fn measure_run(
         if mine.is_empty() {
             continue;
         }
-        let gold_key: RecordKey = (GOLD.into(), id.clone(), None);
+        let gold_key = EvalKey::new(GOLD, id, None);
         let mut variants = vec![
             PatchVariant::base(),
             PatchVariant::base_copy(),
@@ -381,6 +380,7 @@ fn write_file(path: &Path, text: &str) -> Result<(), ExpectedError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use patchgrade::record::Environment;
 
     #[test]
     fn variant_names_are_safe_and_unique() {
@@ -394,10 +394,11 @@ mod tests {
     #[test]
     fn the_image_is_read_from_the_environment() {
         let mut r = EvalRecord::new("i", "m", "docker");
-        r.environment =
-            Some("image sweb.eval.x:latest sha256:abc; python 3.11 (debian-suite)".into());
+        r.environment = Some(Environment::parse(
+            "image sweb.eval.x:latest sha256:abc; python 3.11 (debian-suite)",
+        ));
         assert_eq!(image_of(&r).as_deref(), Some("sha256:abc"));
-        r.environment = Some("venv /x/y".into());
+        r.environment = Some(Environment::parse("venv /x/y"));
         assert_eq!(image_of(&r), None);
     }
 }

@@ -13,7 +13,7 @@ use super::{load_dataset, print_json, write_report};
 use crate::cli::{JudgeArgs, ReviewArgs};
 use crate::error::ExpectedError;
 use patchgrade::backend::docker::images::TESTBED;
-use patchgrade::backend::Workspace;
+use patchgrade::backend::{BackendKind, Workspace};
 use patchgrade::dataset::load_predictions;
 use patchgrade::engine::Engine;
 use patchgrade::outcome::Outcome;
@@ -75,7 +75,7 @@ pub async fn review(args: ReviewArgs) -> Result<(), ExpectedError> {
             ))
         })?;
     }
-    if engine.backend_name != "docker" {
+    if engine.backend != BackendKind::Docker {
         return Err(ExpectedError::bad(anyhow::anyhow!(
             "review runs the linters in the instances' containers and needs the docker backend (no Docker daemon answers, or --backend local was given)"
         )));
@@ -233,7 +233,7 @@ async fn review_job(shared: &Shared, job: &Job) -> Option<Reviewed> {
         judge_overall: judged
             .as_ref()
             .and_then(|j| j.overall.as_ref().map(|s| s.mean)),
-        outcome: outcome.map(|o| o.to_string()),
+        outcome,
         seconds,
     })
 }
@@ -367,6 +367,6 @@ async fn static_review(
     let result = script::parse_log(&log, &spec);
     (
         script::review_from(&result, &spec, &files, h),
-        Some(env.describe()),
+        Some(env.environment().to_string()),
     )
 }

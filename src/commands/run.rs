@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use super::{check_eval_scripts, finished_all, load_dataset, print_one_or_many, write_report};
 use crate::cli::RunArgs;
 use crate::error::ExpectedError;
-use patchgrade::dataset::{load_predictions, model_dir, Prediction};
+use patchgrade::dataset::{load_predictions, Prediction};
 use patchgrade::engine::Engine;
 use patchgrade::passk::render::after_run;
-use patchgrade::report::{model_summaries, ModelSummary, RunInfo, Summary};
+use patchgrade::report::{model_summaries, ModelSummary, RunInfo};
 use patchgrade::review::quality::{read_cell, ReviewCell};
 use patchgrade::rundir::RunDir;
 use patchgrade::runner::jobs::jobs_for_predictions;
@@ -44,15 +44,13 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
     let preds: Vec<&Prediction> = submitted.iter().collect();
     let info = RunInfo {
         run_id: args.run_id.clone(),
-        backend: engine.backend_name.clone(),
+        backend: Some(engine.backend),
         wall_seconds: done.elapsed.as_secs_f64(),
     };
     let mut summaries = Vec::new();
     let run_dir = engine.runner.cfg.rundir.clone();
-    for m in model_summaries(&dataset, &preds, &done.records, &info) {
-        let path = args
-            .report_dir
-            .join(Summary::file_name(&model_dir(&m.model), &args.run_id));
+    for m in model_summaries(&dataset, &preds, &done.records, &info, &run_dir) {
+        let path = args.report_dir.join(run_dir.summary_name(&m.model));
         write_report(&path, &m.summary)?;
         let reviews = reviews_of(&run_dir, &m);
         eprintln!("\n{}:\n{}", m.model, m.summary.table(&m.records, &reviews));

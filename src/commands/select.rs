@@ -32,14 +32,16 @@ pub async fn select(args: SelectArgs, given: &Given) -> Result<(), ExpectedError
     let preds = load_predictions(&args.predictions, &dataset).map_err(ExpectedError::bad)?;
     // The same sample ids as the run gave them.
     let jobs = jobs_for_predictions(&dataset, preds).map_err(ExpectedError::bad)?;
+    // Named after the run id run.json records (the folder's name without one).
+    let source = RunDir::at(&args.run_dir).sibling(&run.run_id);
     let select_run_id = args
         .select_run_id
         .clone()
-        .unwrap_or_else(|| format!("{}.select", run.run_id));
+        .unwrap_or_else(|| source.select_run_id());
     let output = args
         .output
         .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("{}.selected.jsonl", run.run_id)));
+        .unwrap_or_else(|| source.selected_predictions_name());
     let opts = reused_options(
         &args.engine,
         &RunDir::at(&args.run_dir),

@@ -34,9 +34,7 @@ pub async fn validate(args: ValidateArgs, given: &Given) -> Result<(), ExpectedE
         &runner.specs,
         &runner.cfg.rundir,
     );
-    let path = args
-        .report_dir
-        .join(format!("validate.{}.json", args.run_id));
+    let path = args.report_dir.join(rundir.validate_report_name());
     write_report(&path, &report)?;
     eprintln!("\n{}", report.table());
     eprintln!("report written to {}", path.display());

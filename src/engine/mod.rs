@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::backend::docker::daemon::answers as daemon_answers;
-use crate::backend::docker::images::CacheLevel;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::swarm::{SwarmError, SwarmOptions};
-use crate::backend::{Backend, LocalBackend, SwarmBackend};
+use crate::backend::{Backend, BackendKind, LocalBackend, SwarmBackend};
+use crate::key::EvalKey;
 use crate::repo::{RepoCache, RepoSources};
 use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup};
 use crate::runner::jobs::Job;
-use crate::runner::jobs::{RecordKey, Records};
+use crate::runner::jobs::Records;
 use crate::runner::schedule::Durations;
 use crate::runner::{RunConfig, Runner};
 use crate::script::dataset::ScriptSource;
@@ -40,6 +40,17 @@ pub enum BackendChoice {
     Local,
     /// Docker Swarm services, images from a registry.
     Swarm,
+}
+
+/// The backend that ran a run, chosen again.
+impl From<BackendKind> for BackendChoice {
+    fn from(kind: BackendKind) -> BackendChoice {
+        match kind {
+            BackendKind::Docker => BackendChoice::Docker,
+            BackendKind::Local => BackendChoice::Local,
+            BackendKind::Swarm => BackendChoice::Swarm,
+        }
+    }
 }
 
 /// Where repositories and specs come from, where caches live.
@@ -116,7 +127,7 @@ pub struct EngineOptions {
 
 impl EngineOptions {
     /// What run.json records of these options (`backend`: the one used).
-    pub fn setup(&self, backend: &str) -> RunSetup {
+    pub fn setup(&self, backend: BackendKind) -> RunSetup {
         let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
         let d = &self.docker;
         RunSetup {
@@ -124,7 +135,7 @@ impl EngineOptions {
             mirror_dir: self.sources.mirror_dir.as_deref().map(abs),
             repo_url_template: Some(self.sources.repo_url_template.clone()),
             cache_dir: Some(abs(&self.sources.cache())),
-            backend: Some(backend.to_string()),
+            backend: Some(backend),
             sandbox: Some(self.sandbox),
             timeout_secs: Some(self.timeout.as_secs()),
             eval_script: (self.eval_script != ScriptSource::Spec).then_some(self.eval_script),
@@ -133,15 +144,7 @@ impl EngineOptions {
                 instance_image_tag: d.instance_image_tag.clone(),
                 base_image: d.base_image.clone(),
                 ca_cert: d.ca_cert.clone(),
-                cache_level: d.cache_level.map(|l| {
-                    match l {
-                        CacheLevel::None => "none",
-                        CacheLevel::Base => "base",
-                        CacheLevel::Env => "env",
-                        CacheLevel::Instance => "instance",
-                    }
-                    .into()
-                }),
+                cache_level: d.cache_level,
                 cache_budget: d.cache_budget.clone(),
                 python_dirs: d
                     .python_dirs
@@ -205,7 +208,8 @@ impl EngineError {
 /// A runner ready to execute jobs, with its scratch space.
 pub struct Engine {
     pub runner: Arc<Runner>,
-    pub backend_name: String,
+    /// The backend chosen (`--backend auto` resolved).
+    pub backend: BackendKind,
     _work: tempfile::TempDir,
     /// Held while the engine lives: one process per run folder.
     _lock: RunLock,
@@ -228,7 +232,7 @@ impl Engine {
     /// interpreters the run's images got (resolved as evaluations need
     /// them) and the node that ran each evaluation (swarm). A failure to
     /// write is logged: the results are already recorded.
-    fn record_after_run(&self, records: &Records, chosen_tests: &BTreeSet<RecordKey>) {
+    fn record_after_run(&self, records: &Records, chosen_tests: &BTreeSet<EvalKey>) {
         // The next run's start order: this run's seconds over what the file
         // holds (`save` merges); a run of reused results changes nothing,
         // and runs of chosen test files (audits) say nothing of the suite.
@@ -348,7 +352,7 @@ impl Engine {
             force: opts.force,
             eval_script: opts.eval_script,
         };
-        let backend_name = backend.name().to_string();
+        let backend_kind = backend.kind();
         let durations_path = cache.join("durations.json");
         let durations = Durations::load(&durations_path).unwrap_or_else(|e| {
             eprintln!("warning: {e}; evaluations start in input order");
@@ -366,7 +370,7 @@ impl Engine {
             .create()
             .and_then(|()| {
                 let mut meta = RunMeta::new(run_id, dataset_path);
-                meta.setup = Some(opts.setup(&backend_name));
+                meta.setup = Some(opts.setup(backend_kind));
                 rundir.write_meta(&meta)
             })
             .map_err(|source| EngineError::Io {
@@ -375,7 +379,7 @@ impl Engine {
             })?;
         Ok(Engine {
             runner,
-            backend_name,
+            backend: backend_kind,
             _work: work,
             _lock: lock,
         })
@@ -419,7 +423,7 @@ impl Engine {
             .backend
             .remove_stale(self.runner.cfg.rundir.run_id())
             .await;
-        let chosen_tests: BTreeSet<RecordKey> = jobs
+        let chosen_tests: BTreeSet<EvalKey> = jobs
             .iter()
             .filter(|j| j.directives.is_some())
             .map(Job::key)
@@ -443,13 +447,9 @@ impl Engine {
 fn placements(records: &Records) -> BTreeMap<String, String> {
     records
         .iter()
-        .filter_map(|((model, instance, sample), record)| {
-            let node = crate::backend::placement_of(record.environment.as_deref()?)?;
-            let key = match sample {
-                Some(s) => format!("{model}/{instance}@{s}"),
-                None => format!("{model}/{instance}"),
-            };
-            Some((key, node.to_string()))
+        .filter_map(|(key, record)| {
+            let node = record.environment.as_ref()?.node()?;
+            Some((key.to_string(), node.to_string()))
         })
         .collect()
 }
@@ -457,27 +457,20 @@ fn placements(records: &Records) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::EvalRecord;
+    use crate::record::{Environment, EvalRecord};
 
     #[test]
     fn placements_key_evaluations_and_skip_unplaced_ones() {
         let mut records = BTreeMap::new();
         let mut placed = EvalRecord::new("a__b-1", "m", "swarm");
-        placed.environment = Some(format!(
-            "env x{}",
-            crate::backend::placement_suffix("host1/n1")
+        placed.environment = Some(Environment::parse(
+            "image a:b sha256:1 (r:5000/a@sha256:2) on node host1/n1",
         ));
-        records.insert(
-            ("m".into(), "a__b-1".into(), None),
-            Box::new(placed.clone()),
-        );
-        records.insert(
-            ("m".into(), "a__b-2".into(), Some("3".into())),
-            Box::new(placed),
-        );
+        records.insert(EvalKey::new("m", "a__b-1", None), Box::new(placed.clone()));
+        records.insert(EvalKey::new("m", "a__b-2", Some("3")), Box::new(placed));
         let mut local = EvalRecord::new("a__b-4", "m", "docker");
-        local.environment = Some("env y".into());
-        records.insert(("m".into(), "a__b-4".into(), None), Box::new(local));
+        local.environment = Some(Environment::Venv("/env/y".into()));
+        records.insert(EvalKey::new("m", "a__b-4", None), Box::new(local));
         let nodes = placements(&records);
         assert_eq!(
             nodes.into_iter().collect::<Vec<_>>(),

@@ -43,8 +43,8 @@ pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
                 *counts.entry(record.outcome).or_default() += 1;
                 let node = record
                     .environment
-                    .as_deref()
-                    .and_then(crate::backend::placement_of)
+                    .as_ref()
+                    .and_then(|e| e.node())
                     .filter(|_| !reused);
                 if let Some(n) = node {
                     *nodes.entry(n.to_string()).or_default() += 1;

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{parse_log_raw, LogParser, RawStatusMap};
+use super::{parse_log_raw, LogParser, RawParse, RawStatusMap};
 
 /// One captured case and the reference's answer for it.
 pub(crate) struct Case {
@@ -74,13 +74,24 @@ pub(crate) fn assert_matches_reference(parser: LogParser, min_cases: usize) {
         cases.len()
     );
     for case in cases {
-        let got = parse_log_raw(parser, &case.log);
+        // Parsers that dispatch on the instance read the log with the
+        // parser it resolves to; an instance it cannot resolve is the
+        // reference raising.
+        let got = match parser.for_instance(&case.instance_id, &case.version) {
+            Ok(resolved) => parse_log_raw(resolved, &case.log),
+            Err(e) => RawParse {
+                reference_error: Some(e.to_string()),
+                ..RawParse::default()
+            },
+        };
         match &case.expected {
             Some(expected) => assert_eq!(
                 &got.statuses,
                 expected,
-                "{} differs from the reference parser's map",
-                case.log_path.display()
+                "{} (instance {} version {}) differs from the reference parser's map",
+                case.log_path.display(),
+                case.instance_id,
+                case.version
             ),
             None => assert!(
                 got.reference_error.is_some(),

@@ -11,7 +11,7 @@ use super::slices::SliceSource;
 use crate::dataset::model_dir;
 use crate::metrics::aggregate::MetricSummary;
 use crate::metrics::estimators::{metric_key, MetricKind};
-use crate::outcome::EvalRecord;
+use crate::record::EvalRecord;
 use crate::rundir::atomic::write_atomic;
 use crate::table::columns;
 

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::metrics::aggregate::InstanceSamples;
-use crate::outcome::{EvalRecord, Outcome};
+use crate::outcome::Outcome;
 use crate::patch::ApplyStrategy;
+use crate::record::EvalRecord;
 use crate::rundir::{RunDir, RunDirError};
 
 /// What the report needs of one evaluated sample.

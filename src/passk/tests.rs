@@ -9,7 +9,7 @@ use super::compare::{compare, DiffOrNote};
 use super::samples::RunSamples;
 use super::slices::SliceSource;
 use crate::metrics::aggregate::InstanceSamples;
-use crate::outcome::EvalRecord;
+use crate::record::EvalRecord;
 
 fn rec(model: &str, id: &str, sample: &str, outcome: &str, suspect: bool) -> EvalRecord {
     let mut v = json!({

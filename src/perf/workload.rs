@@ -317,6 +317,17 @@ fn test_items(
             LogParser::Cargo | LogParser::GoTest => {
                 return Err(unsupported("selecting one test is not implemented for it"))
             }
+            LogParser::Maven
+            | LogParser::Ant
+            | LogParser::GradleCustom
+            | LogParser::Jest
+            | LogParser::JestJson
+            | LogParser::Vitest
+            | LogParser::Karma
+            | LogParser::Tap
+            | LogParser::ImmutableJs => {
+                return Err(unsupported("selecting one test is not implemented for it"))
+            }
         };
         if seen.insert(directive.clone()) {
             items.push(WorkloadItem::Test {

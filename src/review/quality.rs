@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{FindingKind, StaticReview};
+use crate::key::EvalName;
+use crate::outcome::Outcome;
 use crate::table::{render, Layout};
 
 /// What `run`'s table shows of an evaluation's `review.json` (written by
@@ -120,7 +122,7 @@ pub struct Reviewed {
     pub judge_overall: Option<f64>,
     /// The test run's outcome in the same run folder, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub outcome: Option<Outcome>,
     pub seconds: f64,
 }
 
@@ -182,7 +184,7 @@ pub fn summarise(reviewed: &[Reviewed]) -> QualitySummary {
         m.mean_score += r.review.score.score;
         m.buckets[bucket(r.review.score.score)] += 1;
         m.with_notes += usize::from(!r.review.notes.is_empty());
-        if r.outcome.as_deref() == Some("resolved") {
+        if r.outcome == Some(Outcome::Resolved) {
             m.resolved += 1;
             *m.mean_score_resolved.get_or_insert(0.0) += r.review.score.score;
         }
@@ -217,10 +219,7 @@ pub fn summarise(reviewed: &[Reviewed]) -> QualitySummary {
 /// `<model>  <instance>  score N  kinds`, or the notes when linters could
 /// not run.
 pub fn line(r: &Reviewed) -> String {
-    let who = match &r.sample {
-        Some(s) => format!("{}@{s}", r.instance_id),
-        None => r.instance_id.clone(),
-    };
+    let who = EvalName::new(&r.instance_id, r.sample.as_deref());
     let mut kinds: Vec<String> = r
         .review
         .findings
@@ -363,7 +362,7 @@ mod tests {
             sample: None,
             review: assemble(h, None, Vec::new(), Vec::new()),
             judge_overall: None,
-            outcome: (id == "i-1").then(|| "resolved".to_string()),
+            outcome: (id == "i-1").then_some(Outcome::Resolved),
             seconds: 0.1,
         }
     }

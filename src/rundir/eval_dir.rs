@@ -10,8 +10,9 @@ use super::atomic::{write_atomic, write_json_atomic};
 use super::RunDirError;
 use crate::dataset::Instance;
 use crate::grade::{Split, Ungradable};
-use crate::outcome::{EvalRecord, Outcome};
+use crate::outcome::Outcome;
 use crate::parse::StatusMap;
+use crate::record::EvalRecord;
 use crate::spec::SpecSet;
 
 /// patchgrade's record; written last, it marks the evaluation finished.
@@ -76,6 +77,12 @@ impl EvalDir {
     /// The test log (lossy UTF-8), if the tests ran.
     pub fn test_log(&self) -> Option<String> {
         let bytes = std::fs::read(self.0.join(TEST_LOG_FILE)).ok()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// The instance log (lossy UTF-8), if it was written.
+    pub fn instance_log(&self) -> Option<String> {
+        let bytes = std::fs::read(self.0.join(INSTANCE_LOG_FILE)).ok()?;
         Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 

@@ -15,8 +15,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::docker::images::CacheLevel;
+use crate::backend::BackendKind;
 use crate::dataset::model_dir;
-use crate::outcome::EvalRecord;
+use crate::key::EvalName;
+use crate::record::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
 use crate::script::dataset::ScriptSource;
 
@@ -93,9 +96,9 @@ pub struct RunSetup {
     pub repo_url_template: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_dir: Option<PathBuf>,
-    /// The backend that ran the tests: `docker` or `local`.
+    /// The backend that ran the tests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
+    pub backend: Option<BackendKind>,
     /// Local backend: bubblewrap was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<bool>,
@@ -120,10 +123,9 @@ pub struct DockerSetup {
     /// `--ca-cert` as given (None: the default lookup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_cert: Option<String>,
-    /// `none`, `base`, `env` or `instance`; None: not given, the cache
-    /// budget decides (the default).
+    /// None: not given, the cache budget decides (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_level: Option<String>,
+    pub cache_level: Option<CacheLevel>,
     /// `--cache-budget` as given (None: the default rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_budget: Option<String>,
@@ -209,6 +211,41 @@ impl RunDir {
         self.log_root.join(&self.run_id)
     }
 
+    /// Where `audit --rerun` evaluates the dynamic checks: `<run_id>.audit`
+    /// beside this run.
+    pub fn audit_run(&self) -> RunDir {
+        self.sibling(&format!("{}.audit", self.run_id))
+    }
+
+    /// The run id of `select`'s evaluations when none is given:
+    /// `<run_id>.select`.
+    pub fn select_run_id(&self) -> String {
+        format!("{}.select", self.run_id)
+    }
+
+    /// `select`'s chosen predictions when no `--output` is given:
+    /// `<run_id>.selected.jsonl` (in the working folder).
+    pub fn selected_predictions_name(&self) -> PathBuf {
+        PathBuf::from(format!("{}.selected.jsonl", self.run_id))
+    }
+
+    /// The run id perf's measuring containers are labelled with:
+    /// `<run_id>-perf` (apart from the grading run's own containers).
+    pub fn perf_run_id(&self) -> String {
+        format!("{}-perf", self.run_id)
+    }
+
+    /// The validation report's file name: `validate.<run_id>.json`.
+    pub fn validate_report_name(&self) -> PathBuf {
+        PathBuf::from(format!("validate.{}.json", self.run_id))
+    }
+
+    /// A model's run summary, as the reference names it:
+    /// `<model>.<run_id>.json`, `/` in the model as `__`.
+    pub fn summary_name(&self, model: &str) -> PathBuf {
+        PathBuf::from(format!("{}.{}.json", model_dir(model), self.run_id))
+    }
+
     pub fn log_root(&self) -> &Path {
         &self.log_root
     }
@@ -262,10 +299,7 @@ impl RunDir {
     /// The folder of one evaluation: `<model>/<instance_id>[@<sample>]`,
     /// `/` in model names as `__` (as the reference names them).
     pub fn eval_dir(&self, model: &str, instance_id: &str, sample: Option<&str>) -> EvalDir {
-        let leaf = match sample {
-            Some(s) => format!("{instance_id}@{s}"),
-            None => instance_id.to_string(),
-        };
+        let leaf = EvalName::new(instance_id, sample).to_string();
         EvalDir::new(self.path().join(model_dir(model)).join(leaf))
     }
 
@@ -344,7 +378,7 @@ mod tests {
         meta.setup = Some(RunSetup {
             specs: vec![PathBuf::from("/s")],
             mirror_dir: Some(PathBuf::from("/m")),
-            backend: Some("docker".into()),
+            backend: Some(BackendKind::Docker),
             docker: Some(DockerSetup {
                 memory: "2g".into(),
                 pids_limit: 64,
@@ -358,5 +392,40 @@ mod tests {
         let back = rundir.meta().unwrap();
         assert_eq!(back.setup, meta.setup);
         assert_eq!(back.dataset_sha256, meta.dataset_sha256);
+    }
+
+    #[test]
+    fn names_derived_from_the_run_id() {
+        let run = RunDir::new(Path::new("logs/run_evaluation"), "r1");
+        assert_eq!(
+            run.audit_run().path(),
+            Path::new("logs/run_evaluation/r1.audit")
+        );
+        assert_eq!(run.select_run_id(), "r1.select");
+        assert_eq!(
+            run.selected_predictions_name(),
+            Path::new("r1.selected.jsonl")
+        );
+        assert_eq!(run.perf_run_id(), "r1-perf");
+        assert_eq!(run.validate_report_name(), Path::new("validate.r1.json"));
+        assert_eq!(
+            run.summary_name("org/model"),
+            Path::new("org__model.r1.json")
+        );
+    }
+
+    #[test]
+    fn settings_keep_their_run_json_spelling() {
+        // As the string-typed setup wrote them before the settings were typed.
+        let text = r#"{"backend":"swarm","docker":{"instance_image_tag":"latest",
+            "base_image":"debian:{suite}-slim","cache_level":"instance","memory":"4g",
+            "cpus":2.0,"pids_limit":1024,"build_timeout_secs":3600}}"#;
+        let setup: RunSetup = serde_json::from_str(text).unwrap();
+        assert_eq!(setup.backend, Some(BackendKind::Swarm));
+        let docker = setup.docker.as_ref().unwrap();
+        assert_eq!(docker.cache_level, Some(CacheLevel::Instance));
+        let back = serde_json::to_value(&setup).unwrap();
+        assert_eq!(back["backend"], "swarm");
+        assert_eq!(back["docker"]["cache_level"], "instance");
     }
 }

@@ -10,9 +10,10 @@ use tokio::sync::watch;
 
 use super::{Job, Runner};
 use crate::backend::{Backend, Env, Workspace};
-use crate::grade::{self, Grade};
-use crate::outcome::{EvalRecord, Outcome, Timings};
+use crate::grade;
+use crate::outcome::{Outcome, Timings};
 use crate::patch::{apply_in_tree, ApplyStrategy, FileChange, Patch, TreeChanges};
+use crate::record::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
 use crate::script::dataset::{self, DatasetScript};
 use crate::script::EvalScript;
@@ -370,7 +371,7 @@ impl<'a> Evaluation<'a> {
                 return Err(stop(outcome, e.to_string()));
             }
         };
-        self.record.environment = Some(env.describe());
+        self.record.environment = Some(env.environment());
         let activate = match backend.prepare_workspace(&env, rs, ws).await {
             Ok(a) => a,
             Err(e) => {
@@ -535,7 +536,7 @@ impl<'a> Evaluation<'a> {
         if let Some(node) = self.runner.backend.placement(ws) {
             self.line(format!("ran on node {node}"));
             if let Some(env) = self.record.environment.as_mut() {
-                env.push_str(&crate::backend::placement_suffix(&node));
+                env.set_node(&node);
             }
         }
         self.timings.tests = t.elapsed().as_secs_f64();
@@ -598,35 +599,27 @@ impl<'a> Evaluation<'a> {
         checkout: Option<&std::path::Path>,
     ) -> (Outcome, Option<String>) {
         let inst = &self.job.instance;
-        self.record.test_exit_code = grade::recorded_exit_code(text);
-        let map = match grade::logs_eval(rs.spec.log_parser, text) {
-            Ok(map) => map,
-            Err(u) => {
-                let mut detail = format!("ungradable log: {u}");
-                if u == grade::Ungradable::MissingMarkers {
-                    // What the script got to, for a log that says nothing.
-                    let last = text.lines().rev().find(|l| !l.trim().is_empty());
-                    match last {
-                        Some(l) => {
-                            let l: String = l.trim().chars().take(200).collect();
-                            detail.push_str(&format!("; its last line: {l}"));
-                        }
-                        None => detail.push_str("; the log is empty"),
-                    }
-                }
-                self.record.ungradable = Some(u);
-                // Reference semantics: a report exists, nothing resolved.
-                return (Outcome::Unresolved, Some(detail));
-            }
-        };
-        let g = grade::grade(&map, &inst.fail_to_pass, &inst.pass_to_pass);
-        self.record.statuses = Some(map);
-        let outcome = if g.resolution == grade::Resolution::Full {
+        let graded = grade::grade_log(
+            rs.spec.log_parser,
+            text,
+            &inst.fail_to_pass,
+            &inst.pass_to_pass,
+        );
+        self.record.test_exit_code = graded.test_exit_code;
+        let detail = graded.detail(text);
+        let outcome = if graded.resolved() {
             Outcome::Resolved
         } else {
             Outcome::Unresolved
         };
-        let detail = (outcome == Outcome::Unresolved).then(|| unresolved_detail(&g));
+        let (map, g) = match graded.graded {
+            Ok(graded) => graded,
+            Err(u) => {
+                self.record.ungradable = Some(u);
+                return (outcome, detail);
+            }
+        };
+        self.record.statuses = Some(map);
         if !g.unmatched.is_empty() {
             self.line(format!(
                 "expected test ids that matched nothing in the log: {}",
@@ -653,21 +646,4 @@ impl<'a> Evaluation<'a> {
         }
         (outcome, detail)
     }
-}
-
-/// `FAIL_TO_PASS 1/2 passed, PASS_TO_PASS 2/2 passed[; N expected ids not
-/// in the log]`.
-fn unresolved_detail(g: &Grade) -> String {
-    format!(
-        "FAIL_TO_PASS {}/{} passed, PASS_TO_PASS {}/{} passed{}",
-        g.fail_to_pass.success.len(),
-        g.fail_to_pass.success.len() + g.fail_to_pass.failure.len(),
-        g.pass_to_pass.success.len(),
-        g.pass_to_pass.success.len() + g.pass_to_pass.failure.len(),
-        if g.unmatched.is_empty() {
-            String::new()
-        } else {
-            format!("; {} expected ids not in the log", g.unmatched.len())
-        }
-    )
 }

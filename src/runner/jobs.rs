@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::dataset::{Dataset, Instance, Prediction};
+use crate::key::EvalKey;
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::RunDir;
 
@@ -37,13 +38,10 @@ pub struct Job {
     pub run_without_patch: bool,
 }
 
-/// Records are keyed by (model, instance id, sample id).
-pub type RecordKey = (String, String, Option<String>);
-
 /// A run's records by key. Boxed: a record is about 650 bytes, and B-tree
 /// nodes are often half empty, so inline records doubled the memory of a
 /// 100,000-prediction run.
-pub type Records = std::collections::BTreeMap<RecordKey, Box<crate::outcome::EvalRecord>>;
+pub type Records = std::collections::BTreeMap<EvalKey, Box<crate::record::EvalRecord>>;
 
 impl Job {
     /// A single-sample job with the instance's own tests.
@@ -66,11 +64,11 @@ impl Job {
         )
     }
 
-    pub fn key(&self) -> RecordKey {
-        (
-            self.prediction.model_name_or_path.clone(),
-            self.instance.instance_id.clone(),
-            self.sample.clone(),
+    pub fn key(&self) -> EvalKey {
+        EvalKey::new(
+            &self.prediction.model_name_or_path,
+            &self.instance.instance_id,
+            self.sample.as_deref(),
         )
     }
 }
@@ -106,7 +104,7 @@ pub fn jobs_for_predictions(
         .map(|p| p.model_name_or_path.clone())
         .collect();
     let mut position: BTreeMap<(String, String), usize> = BTreeMap::new();
-    let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
+    let mut seen: BTreeSet<EvalKey> = BTreeSet::new();
     let mut out = Vec::new();
     for p in preds {
         let inst = by_id[p.instance_id.as_str()].clone();
@@ -122,10 +120,10 @@ pub fn jobs_for_predictions(
                     instance_id: p.instance_id,
                 });
             }
-            if !seen.insert((
-                p.model_name_or_path.clone(),
-                p.instance_id.clone(),
-                id.clone(),
+            if !seen.insert(EvalKey::new(
+                &p.model_name_or_path,
+                &p.instance_id,
+                Some(&id),
             )) {
                 return Err(JobError::DuplicateSample {
                     id,

@@ -23,7 +23,9 @@ use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::backend::Backend;
 use crate::dataset::sha256_hex;
-use crate::outcome::{EvalRecord, Outcome};
+use crate::key::EvalKey;
+use crate::outcome::Outcome;
+use crate::record::EvalRecord;
 use crate::repo::RepoCache;
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::RunDir;
@@ -32,7 +34,7 @@ use crate::script::dataset::{eval_script_of, ScriptSource};
 use crate::spec::{hex, SpecSet};
 use crate::VERSION;
 use evaluate::Evaluated;
-use jobs::{group_identical, Job, RecordKey};
+use jobs::{group_identical, Job};
 
 /// What the runner tells its reporters.
 #[derive(Debug, Clone)]
@@ -66,7 +68,7 @@ pub struct Finished {
     pub instance_id: String,
     pub outcome: crate::outcome::Outcome,
     /// The record's `environment` (image, interpreter, node).
-    pub environment: Option<String>,
+    pub environment: Option<crate::record::Environment>,
 }
 
 impl Finished {
@@ -121,7 +123,7 @@ pub struct Ran {
     pub unwritten: Vec<String>,
 }
 
-type TaskResult = Result<Option<Vec<(RecordKey, EvalRecord)>>, tokio::task::JoinError>;
+type TaskResult = Result<Option<Vec<(EvalKey, EvalRecord)>>, tokio::task::JoinError>;
 
 impl Ran {
     fn collect(&mut self, res: TaskResult) {

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::jobs::{Job, RecordKey, Records};
+use super::jobs::{Job, Records};
+use crate::key::EvalKey;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DurationsError {
@@ -88,11 +89,11 @@ impl Durations {
 
     /// Takes the test seconds of every record whose tests ran and that
     /// `whole_suite` says ran the instance's own tests.
-    pub fn record(&mut self, records: &Records, whole_suite: impl Fn(&RecordKey) -> bool) {
+    pub fn record(&mut self, records: &Records, whole_suite: impl Fn(&EvalKey) -> bool) {
         for (key, rec) in records {
-            let (_, instance_id, _) = key;
             if rec.timings.tests > 0.0 && whole_suite(key) {
-                self.tests.insert(instance_id.clone(), rec.timings.tests);
+                self.tests
+                    .insert(key.instance_id.clone(), rec.timings.tests);
             }
         }
     }
@@ -182,16 +183,13 @@ mod tests {
             ("chosen", Some("s"), 3.0),
             ("none", None, 0.0),
         ] {
-            let mut rec = crate::outcome::EvalRecord::new(id, "m", "local");
+            let mut rec = crate::record::EvalRecord::new(id, "m", "local");
             rec.timings.tests = secs;
-            records.insert(
-                ("m".into(), id.into(), sample.map(String::from)),
-                Box::new(rec),
-            );
+            records.insert(EvalKey::new("m", id, sample), Box::new(rec));
         }
         let mut d = Durations::default();
         d.tests.insert("chosen".into(), 50.0);
-        d.record(&records, |(_, _, sample)| sample.is_none());
+        d.record(&records, |key| key.sample_id.is_none());
         assert_eq!(d.get("full"), Some(40.0));
         assert_eq!(
             d.get("chosen"),

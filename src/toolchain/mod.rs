@@ -52,6 +52,9 @@ pub enum Language {
     Java,
 }
 
+/// Every language a spec can name.
+pub const LANGUAGES: [Language; 4] = [Language::Rust, Language::Go, Language::Node, Language::Java];
+
 impl Language {
     pub fn name(self) -> &'static str {
         match self {

@@ -26,14 +26,16 @@ use serde::Serialize;
 pub mod score;
 
 use crate::dataset::{sha256_hex, Instance, Prediction};
-use crate::outcome::{EvalRecord, Outcome};
+use crate::key::EvalKey;
+use crate::outcome::Outcome;
 use crate::parse::{StatusMap, TestStatus};
 use crate::passk::samples::{sample_order, ModelSamples, RunSamples, SampleRecord};
 use crate::patch::{ApplyStrategy, ChangeKind, Patch};
+use crate::record::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::RunDir;
+use crate::runner::jobs::Job;
 use crate::runner::jobs::Records;
-use crate::runner::jobs::{Job, RecordKey};
 use crate::spec::SpecSet;
 use score::{score_model, ModelSelection};
 
@@ -288,7 +290,7 @@ fn choose(
 ) -> Choice {
     let id = &g.instance.instance_id;
     let (files, _) = tests;
-    let base_key: RecordKey = (BASE_MODEL.into(), id.clone(), None);
+    let base_key = EvalKey::new(BASE_MODEL, id, None);
     let base_dir = rundir.eval_dir(BASE_MODEL, id, None);
     let base_pass: Option<BTreeSet<String>> = match statuses(
         done.get(&base_key).map(|r| &**r),

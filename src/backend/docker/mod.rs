@@ -34,6 +34,7 @@ use bollard::Docker;
 
 use super::{EnvError, InfraError};
 use crate::python::{HostSearch, Interpreter, PythonDir, PythonError};
+use crate::record::{Environment, ImageEnv};
 use crate::repo::RepoCache;
 use images::plans::Root;
 use images::{CacheLevel, ImageError, Suite, Tier};
@@ -215,18 +216,16 @@ pub struct DockerEnv {
 }
 
 impl DockerEnv {
-    pub fn describe(&self) -> String {
-        let mut s = match &self.digest {
-            Some(d) => format!("image {} {} ({d})", self.image, self.id),
-            None => format!("image {} {}", self.image, self.id),
-        };
-        if let Some(p) = &self.python {
-            s.push_str(&format!("; {}", p.describe()));
-        }
-        for t in &self.toolchains {
-            s.push_str(&format!("; {}", t.describe()));
-        }
-        s
+    /// What the record says of it.
+    pub fn environment(&self) -> Environment {
+        Environment::Image(ImageEnv {
+            image: self.image.clone(),
+            id: self.id.clone(),
+            digest: self.digest.clone(),
+            python: self.python.as_ref().map(Interpreter::describe),
+            toolchains: self.toolchains.iter().map(|t| t.describe()).collect(),
+            node: None,
+        })
     }
 }
 
@@ -562,7 +561,7 @@ impl DockerBackend {
             wave(&|u| u.tier == Tier::Base && !root(u)),
             wave(&|u| u.tier == Tier::Base && root(u)),
         ];
-        let why = format!("--cache-level {level:?}").to_lowercase();
+        let why = format!("--cache-level {level}");
         self.remove_images(&conn.docker, waves, &why).await.len()
     }
 

@@ -29,6 +29,7 @@ use bollard::Docker;
 use super::docker::{parse_size, DockerBackend, DockerEnv, DockerError, DockerOptions};
 use super::{EnvError, InfraError};
 use crate::dataset::Instance;
+use crate::record::{Environment, ImageEnv};
 use crate::repo::RepoCache;
 use crate::spec::ResolvedSpec;
 
@@ -122,11 +123,16 @@ pub struct SwarmEnv {
 }
 
 impl SwarmEnv {
-    pub fn describe(&self) -> String {
-        format!(
-            "image {} {} ({})",
-            self.image.image, self.image.id, self.reference
-        )
+    /// What the record says of it: the image, by its registry reference.
+    pub fn environment(&self) -> Environment {
+        Environment::Image(ImageEnv {
+            image: self.image.image.clone(),
+            id: self.image.id.clone(),
+            digest: Some(self.reference.clone()),
+            python: None,
+            toolchains: Vec::new(),
+            node: None,
+        })
     }
 }
 

@@ -107,7 +107,10 @@ impl Tier {
 }
 
 /// Which images outlive a run (`--cache-level`, the reference's meaning).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// run.json and the flag spell it in lower case (`none`, `base`, `env`,
+/// `instance`): serde, `Display` and `FromStr` all use that one spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum CacheLevel {
     /// Remove every image the run built or pulled.
     None,
@@ -118,6 +121,46 @@ pub enum CacheLevel {
     Env,
     /// Keep everything, instance images included: the fastest reruns.
     Instance,
+}
+
+impl CacheLevel {
+    pub const ALL: [CacheLevel; 4] = [
+        CacheLevel::None,
+        CacheLevel::Base,
+        CacheLevel::Env,
+        CacheLevel::Instance,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheLevel::None => "none",
+            CacheLevel::Base => "base",
+            CacheLevel::Env => "env",
+            CacheLevel::Instance => "instance",
+        }
+    }
+}
+
+impl std::fmt::Display for CacheLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A `--cache-level` value that is none of the four.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown cache level {0:?} (none, base, env, instance)")]
+pub struct UnknownCacheLevel(pub String);
+
+impl std::str::FromStr for CacheLevel {
+    type Err = UnknownCacheLevel;
+
+    fn from_str(s: &str) -> Result<CacheLevel, UnknownCacheLevel> {
+        CacheLevel::ALL
+            .into_iter()
+            .find(|l| l.name() == s)
+            .ok_or_else(|| UnknownCacheLevel(s.to_string()))
+    }
 }
 
 /// The reference's `should_remove`: an image of `tier` goes at the end of a
@@ -215,6 +258,17 @@ pub fn activate_line() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_levels_have_one_spelling() {
+        for level in CacheLevel::ALL {
+            let text = level.to_string();
+            assert_eq!(text.parse::<CacheLevel>().unwrap(), level);
+            assert_eq!(serde_json::to_value(level).unwrap(), text.as_str());
+        }
+        assert_eq!(CacheLevel::Instance.to_string(), "instance");
+        assert!("Env".parse::<CacheLevel>().is_err());
+    }
 
     #[test]
     fn reference_namespace_names() {

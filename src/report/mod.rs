@@ -1,23 +1,30 @@
 //! The run summary in the reference harness's schema (with patchgrade's
 //! counts under one key), audit counts, and the readable summary table.
 
+pub mod failures;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::audit::ReasonKind;
+use crate::backend::BackendKind;
 use crate::dataset::{Dataset, Prediction};
-use crate::outcome::{EvalRecord, Outcome};
+use crate::outcome::Outcome;
+use crate::record::EvalRecord;
 use crate::review::quality::ReviewCell;
+use crate::rundir::RunDir;
 use crate::runner::jobs::Records;
 use crate::table::{render, Layout};
+use failures::{FailureReason, Tier};
 
 /// What a run was, for its summaries.
 #[derive(Debug, Clone)]
 pub struct RunInfo {
     pub run_id: String,
-    pub backend: String,
+    /// None: the tests did not run here (`regrade` of another harness's
+    /// logs).
+    pub backend: Option<BackendKind>,
     pub wall_seconds: f64,
 }
 
@@ -38,6 +45,7 @@ pub fn model_summaries(
     preds: &[&Prediction],
     records: &Records,
     run: &RunInfo,
+    run_dir: &RunDir,
 ) -> Vec<ModelSummary> {
     let mut models: Vec<&str> = Vec::new();
     for p in preds {
@@ -54,16 +62,24 @@ pub fn model_summaries(
                 .filter(|p| p.model_name_or_path == model)
                 .collect();
             let mut recs: BTreeMap<String, EvalRecord> = BTreeMap::new();
-            for ((m, id, _), r) in records {
-                if m == model {
-                    recs.entry(id.clone()).or_insert_with(|| (**r).clone());
+            let mut samples: BTreeMap<String, Option<String>> = BTreeMap::new();
+            for (key, r) in records {
+                if key.model == model && !recs.contains_key(&key.instance_id) {
+                    recs.insert(key.instance_id.clone(), (**r).clone());
+                    samples.insert(key.instance_id.clone(), key.sample_id.clone());
                 }
             }
+            // The reference reads the logs of the instance's own folder.
+            let failures = |id: &str| {
+                let sample = samples.get(id).cloned().flatten();
+                let dir = run_dir.eval_dir(model, id, sample.as_deref());
+                failures::classify_logs(dir.test_log().as_deref(), dir.instance_log().as_deref())
+            };
             let extra = SummaryExtra {
                 version: crate::VERSION.into(),
                 run_id: run.run_id.clone(),
                 model_name_or_path: model.to_string(),
-                backend: run.backend.clone(),
+                backend: run.backend,
                 outcomes: BTreeMap::new(),
                 ids_by_outcome: BTreeMap::new(),
                 audit: AuditCounts::default(),
@@ -71,7 +87,7 @@ pub fn model_summaries(
             };
             ModelSummary {
                 model: model.to_string(),
-                summary: Summary::build(dataset, &own, &recs, extra),
+                summary: Summary::build(dataset, &own, &recs, &failures, extra),
                 records: recs,
             }
         })
@@ -86,6 +102,8 @@ pub struct Summary {
     pub completed_instances: usize,
     pub resolved_instances: usize,
     pub unresolved_instances: usize,
+    pub infra_failure_instances: usize,
+    pub ambiguous_failure_instances: usize,
     pub empty_patch_instances: usize,
     pub error_instances: usize,
     pub unstopped_instances: usize,
@@ -95,6 +113,14 @@ pub struct Summary {
     pub submitted_ids: Vec<String>,
     pub resolved_ids: Vec<String>,
     pub unresolved_ids: Vec<String>,
+    /// Unresolved or errored instances whose logs carry an environment
+    /// signature (the reference's rule, [`failures`]); still counted in
+    /// `unresolved_ids`/`error_ids`, as the reference does.
+    pub infra_failure_ids: Vec<String>,
+    /// The same, for signatures that a bad patch could also cause.
+    pub ambiguous_failure_ids: Vec<String>,
+    /// The signature found, per instance of the two lists above.
+    pub failure_reasons: BTreeMap<String, FailureReason>,
     pub error_ids: Vec<String>,
     pub unstopped_containers: Vec<String>,
     pub unremoved_images: Vec<String>,
@@ -107,7 +133,8 @@ pub struct SummaryExtra {
     pub version: String,
     pub run_id: String,
     pub model_name_or_path: String,
-    pub backend: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendKind>,
     /// Count per outcome, every outcome present (zero included).
     pub outcomes: BTreeMap<Outcome, usize>,
     pub ids_by_outcome: BTreeMap<Outcome, Vec<String>>,
@@ -166,12 +193,15 @@ impl AuditCounts {
 }
 
 impl Summary {
-    /// Build from the dataset (after filtering), one model's predictions and
-    /// the records of this run (fresh or reused).
+    /// Build from the dataset (after filtering), one model's predictions,
+    /// the records of this run (fresh or reused) and what the logs of an
+    /// instance say about why it failed (`failures`, asked only for the
+    /// unresolved and errored ones, as the reference does).
     pub fn build(
         dataset: &Dataset,
         preds: &[&Prediction],
         records: &BTreeMap<String, EvalRecord>,
+        failures: &dyn Fn(&str) -> Option<FailureReason>,
         extra: SummaryExtra,
     ) -> Summary {
         let submitted: BTreeSet<String> = preds.iter().map(|p| p.instance_id.clone()).collect();
@@ -181,6 +211,8 @@ impl Summary {
             completed_instances: 0,
             resolved_instances: 0,
             unresolved_instances: 0,
+            infra_failure_instances: 0,
+            ambiguous_failure_instances: 0,
             empty_patch_instances: 0,
             error_instances: 0,
             unstopped_instances: 0,
@@ -190,6 +222,9 @@ impl Summary {
             submitted_ids: submitted.iter().cloned().collect(),
             resolved_ids: vec![],
             unresolved_ids: vec![],
+            infra_failure_ids: vec![],
+            ambiguous_failure_ids: vec![],
+            failure_reasons: BTreeMap::new(),
             error_ids: vec![],
             unstopped_containers: vec![],
             unremoved_images: vec![],
@@ -240,16 +275,23 @@ impl Summary {
         ] {
             v.sort();
         }
+        let failed: BTreeSet<&String> = s.unresolved_ids.iter().chain(&s.error_ids).collect();
+        for id in failed {
+            let Some(reason) = failures(id) else { continue };
+            s.failure_reasons.insert(id.clone(), reason);
+            match reason.tier() {
+                Tier::Environment => s.infra_failure_ids.push(id.clone()),
+                Tier::Ambiguous => s.ambiguous_failure_ids.push(id.clone()),
+            }
+        }
+        s.infra_failure_instances = s.infra_failure_ids.len();
+        s.ambiguous_failure_instances = s.ambiguous_failure_ids.len();
         s.completed_instances = s.completed_ids.len();
         s.resolved_instances = s.resolved_ids.len();
         s.unresolved_instances = s.unresolved_ids.len();
         s.empty_patch_instances = s.empty_patch_ids.len();
         s.error_instances = s.error_ids.len();
         s
-    }
-
-    pub fn file_name(model_dir: &str, run_id: &str) -> PathBuf {
-        PathBuf::from(format!("{model_dir}.{run_id}.json"))
     }
 
     /// A readable table: one line per instance, then the counts. With the
