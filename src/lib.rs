@@ -36,6 +36,7 @@ pub mod spec;
 pub mod table;
 #[cfg(test)]
 mod test_support;
+pub mod toolchain;
 
 /// The version written into records and summaries.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -74,6 +74,71 @@ pub struct SourceTree {
     pub commit: String,
 }
 
+/// A file the instance image writes into the repository before
+/// `pre_install`, from `images/fixtures/<name>` (or a `fixtures/` folder
+/// beside a `--specs` file): what the reference writes from its own
+/// fixtures (a pinned Cargo.lock where the repository commits none). Named
+/// in YAML; its content (read when the spec is loaded) is part of the
+/// spec's hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fixture {
+    pub name: String,
+    pub content: String,
+}
+
+impl Serialize for Fixture {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let digest = hex(&Sha256::digest(self.content.as_bytes()));
+        (&self.name, digest).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Fixture {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Fixture {
+            name: String::deserialize(d)?,
+            content: String::new(),
+        })
+    }
+}
+
+/// The files under images/fixtures/, embedded like the specs.
+const BUILTIN_FIXTURES: &[(&str, &str)] =
+    include!(concat!(env!("OUT_DIR"), "/builtin_fixtures.rs"));
+
+/// The content of fixture `name` for the spec file at `spec_path`: a
+/// `--specs` file's own `fixtures/` folder (beside it, or beside its
+/// folder), else the built-in ones.
+fn fixture_text(spec_path: &Path, builtin: bool, name: &str) -> Result<String, String> {
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && name != "."
+        && name != "..";
+    if !plain {
+        return Err(format!("fixture {name:?} is not a plain file name"));
+    }
+    if !builtin {
+        let dir = spec_path.parent().unwrap_or(Path::new("."));
+        for cand in [
+            dir.join("fixtures").join(name),
+            dir.join("../fixtures").join(name),
+        ] {
+            if let Ok(t) = std::fs::read_to_string(&cand) {
+                return Ok(t);
+            }
+        }
+    }
+    BUILTIN_FIXTURES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| t.to_string())
+        .ok_or_else(|| {
+            format!("fixture {name:?} is neither in images/fixtures nor beside the spec")
+        })
+}
+
 /// Where the env image keeps the spec's `sources`.
 pub const SOURCES_DIR: &str = "/opt/patchgrade/sources";
 
@@ -84,6 +149,12 @@ pub struct Spec {
     /// Python version, e.g. "3.9". Absent: the runner needs no Python env.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python: Option<String>,
+    /// Toolchains by language (`rust: "1.81"`, `go: "1.23.8"`, `node: "20"`,
+    /// `java: "17"`), resolved by [`crate::toolchain`] and installed in the
+    /// toolchain image between base and env; an unknown language is an
+    /// error.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub toolchains: BTreeMap<crate::toolchain::Language, String>,
     #[serde(default)]
     pub apt_packages: Vec<String>,
     #[serde(default)]
@@ -117,6 +188,10 @@ pub struct Spec {
     /// update`, would put there; otherwise a submodule is an empty folder).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub submodules: BTreeMap<String, String>,
+    /// Files written into the checkout before `pre_install`: path in the
+    /// repository -> fixture name ([`Fixture`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, Fixture>,
     /// Shell commands run in the checkout before `install`.
     #[serde(default)]
     pub pre_install: Vec<String>,
@@ -293,7 +368,7 @@ impl SpecSet {
     pub fn builtin() -> Result<SpecSet, SpecError> {
         let mut set = SpecSet::default();
         for (name, text) in BUILTIN {
-            set.add_text(Path::new(&format!("images/specs/{name}")), text)?;
+            set.add_text(Path::new(&format!("images/specs/{name}")), text, true)?;
         }
         Ok(set)
     }
@@ -317,10 +392,10 @@ impl SpecSet {
             return Ok(());
         }
         let text = std::fs::read_to_string(path).map_err(read_err)?;
-        self.add_text(path, &text)
+        self.add_text(path, &text, false)
     }
 
-    fn add_text(&mut self, path: &Path, text: &str) -> Result<(), SpecError> {
+    fn add_text(&mut self, path: &Path, text: &str, builtin: bool) -> Result<(), SpecError> {
         let invalid = |reason: String| SpecError::Invalid {
             path: path.to_owned(),
             reason,
@@ -333,12 +408,21 @@ impl SpecSet {
         for (version, fields) in file.versions {
             let mut merged = file.defaults.clone().unwrap_or_default();
             merged.extend(fields);
-            let spec: Spec =
+            let mut spec: Spec =
                 serde_json::from_value(Value::Object(merged)).map_err(|e| SpecError::Version {
                     path: path.to_owned(),
                     version: version.clone(),
                     reason: e.to_string(),
                 })?;
+            for (file, fixture) in spec.files.iter_mut() {
+                fixture.content = fixture_text(path, builtin, &fixture.name).map_err(|reason| {
+                    SpecError::Version {
+                        path: path.to_owned(),
+                        version: version.clone(),
+                        reason: format!("files: {file}: {reason}"),
+                    }
+                })?;
+            }
             spec.check_trees().map_err(|reason| SpecError::Version {
                 path: path.to_owned(),
                 version: version.clone(),
@@ -420,7 +504,7 @@ mod tests {
 
     fn set(text: &str) -> Result<SpecSet, SpecError> {
         let mut s = SpecSet::default();
-        s.add_text(Path::new("t.yaml"), text).map(|_| s)
+        s.add_text(Path::new("t.yaml"), text, false).map(|_| s)
     }
 
     #[test]
@@ -642,6 +726,48 @@ mod tests {
             let e = with(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn toolchains_are_typed_and_unknown_languages_refused() {
+        let s = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: cargo test\n    log_parser: cargo\n    toolchains: {rust: \"1.81\"}\n")
+            .unwrap();
+        let spec = &s.lookup("o/r", "1").unwrap().spec;
+        assert_eq!(spec.toolchains[&crate::toolchain::Language::Rust], "1.81");
+        let e = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: cargo\n    toolchains: {cobol: \"85\"}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cobol") && e.contains("\"1\""), "{e}");
+    }
+
+    #[test]
+    fn fixtures_are_read_when_loaded_and_hashed_by_content() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("fixtures")).unwrap();
+        std::fs::write(d.path().join("fixtures/x.lock"), "pinned 1\n").unwrap();
+        let spec_path = d.path().join("o.yaml");
+        std::fs::write(
+            &spec_path,
+            "repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: cargo\n    files: {Cargo.lock: x.lock}\n",
+        )
+        .unwrap();
+        let load = || {
+            let mut s = SpecSet::default();
+            s.add_path(&spec_path).map(|_| s)
+        };
+        let a = load().unwrap();
+        let spec = &a.lookup("o/r", "1").unwrap().spec;
+        assert_eq!(spec.files["Cargo.lock"].content, "pinned 1\n");
+        let h1 = spec.hash();
+        std::fs::write(d.path().join("fixtures/x.lock"), "pinned 2\n").unwrap();
+        assert_ne!(load().unwrap().lookup("o/r", "1").unwrap().spec.hash(), h1);
+        std::fs::remove_file(d.path().join("fixtures/x.lock")).unwrap();
+        let e = load().unwrap_err().to_string();
+        assert!(e.contains("x.lock") && e.contains("Cargo.lock"), "{e}");
+        // The built-in ones are embedded.
+        let builtin = SpecSet::builtin().unwrap();
+        let axum = &builtin.lookup("tokio-rs/axum", "682").unwrap().spec;
+        assert!(axum.files["Cargo.lock"].content.contains("[[package]]"));
     }
 
     #[test]

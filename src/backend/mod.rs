@@ -231,6 +231,16 @@ impl Backend {
         }
     }
 
+    /// The toolchains the run's Docker images got, one per spec
+    /// `toolchains:` entry (for run.json); empty for the local backend.
+    pub fn toolchains(&self) -> Vec<crate::toolchain::Toolchain> {
+        match self {
+            Backend::Local(_) => Vec::new(),
+            Backend::Docker(b) => b.toolchains(),
+            Backend::Swarm(b) => b.toolchains(),
+        }
+    }
+
     /// The path at which the tree is seen by the eval script.
     pub fn testbed(&self, ws: &Workspace) -> String {
         match self {

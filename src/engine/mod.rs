@@ -249,7 +249,14 @@ impl Engine {
             .map(|i| i.record())
             .collect();
         let nodes = placements(records);
-        if pythons.is_empty() && nodes.is_empty() {
+        let toolchains: Vec<_> = self
+            .runner
+            .backend
+            .toolchains()
+            .iter()
+            .map(|t| t.record())
+            .collect();
+        if pythons.is_empty() && toolchains.is_empty() && nodes.is_empty() {
             return;
         }
         let rundir = &self.runner.cfg.rundir;
@@ -258,6 +265,9 @@ impl Engine {
         };
         if !pythons.is_empty() {
             meta.pythons = pythons;
+        }
+        if !toolchains.is_empty() {
+            meta.toolchains = toolchains;
         }
         meta.nodes.extend(nodes);
         if let Err(e) = rundir.write_meta(&meta) {

@@ -39,6 +39,9 @@ pub struct ImageEnv {
     /// The interpreter of the image's venv, described
     /// (`Interpreter::describe`).
     pub python: Option<String>,
+    /// The image's toolchains, each described (`Toolchain::describe`:
+    /// `rust 1.95.0 (rustup …; spec says 1.81)`), after the interpreter.
+    pub toolchains: Vec<String>,
     /// The swarm node that ran the evaluation.
     pub node: Option<String>,
 }
@@ -101,10 +104,26 @@ fn parse_image(rest: &str) -> Option<ImageEnv> {
         None => (rest, None),
     };
     // The interpreter's description may hold `; ` itself: the first one
-    // ends the image part.
-    let (image_part, python) = match rest.split_once("; ") {
-        Some((i, p)) => (i, Some(p.to_string())),
+    // ends the image part. Toolchains follow it, each starting `; <lang> `
+    // and a digit (`; rust 1.95.0 (...)`).
+    let (image_part, tail) = match rest.split_once("; ") {
+        Some((i, p)) => (i, Some(p)),
         None => (rest, None),
+    };
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(tail) = tail {
+        let mut start = 0;
+        for (i, _) in tail.match_indices("; ") {
+            if starts_toolchain_text(&tail[i + 2..]) {
+                parts.push(tail[start..i].to_string());
+                start = i + 2;
+            }
+        }
+        parts.push(tail[start..].to_string());
+    }
+    let python = match parts.first() {
+        Some(p) if !starts_toolchain_text(p) => Some(parts.remove(0)),
+        _ => None,
     };
     let (image, rest) = image_part.split_once(' ')?;
     let (id, digest) = match rest.split_once(' ') {
@@ -119,7 +138,17 @@ fn parse_image(rest: &str) -> Option<ImageEnv> {
         id: id.to_string(),
         digest,
         python,
+        toolchains: parts,
         node,
+    })
+}
+
+/// Whether a part of an image's description is a toolchain's.
+fn starts_toolchain_text(s: &str) -> bool {
+    crate::toolchain::LANGUAGES.iter().any(|l| {
+        s.strip_prefix(l.name())
+            .and_then(|r| r.strip_prefix(' '))
+            .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
     })
 }
 
@@ -133,6 +162,9 @@ impl fmt::Display for Environment {
                 }
                 if let Some(p) = &i.python {
                     write!(f, "; {p}")?;
+                }
+                for t in &i.toolchains {
+                    write!(f, "; {t}")?;
                 }
                 if let Some(n) = &i.node {
                     write!(f, "{NODE}{n}")?;
@@ -170,6 +202,7 @@ mod tests {
             id: "sha256:abc".into(),
             digest: digest.map(String::from),
             python: python.map(String::from),
+            toolchains: Vec::new(),
             node: node.map(String::from),
         })
     }
@@ -232,6 +265,35 @@ mod tests {
             let env = Environment::parse(text);
             assert_eq!(env, Environment::Other(text.to_string()), "{text}");
             assert_eq!(env.to_string(), text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod toolchain_tests {
+    use super::*;
+
+    #[test]
+    fn toolchains_follow_the_interpreter_and_read_back() {
+        let rust =
+            "rust 1.95.0 (rustup /r/toolchains/1.95.0-x86_64-unknown-linux-gnu; spec says 1.81)";
+        let go = "go 1.23.8 (go-proxy golang.org/toolchain@v0.0.1-go1.23.8.linux-amd64)";
+        let py = "python 3.6.15 (pyenv /p); spec says 3.5, runs on 3.6";
+        for (python, toolchains) in [
+            (None, vec![rust.to_string()]),
+            (Some(py.to_string()), vec![rust.to_string(), go.to_string()]),
+            (Some(py.to_string()), vec![]),
+        ] {
+            let e = Environment::Image(ImageEnv {
+                image: "patchgrade.eval.x86_64.a-1:t".into(),
+                id: "sha256:abc".into(),
+                digest: None,
+                python,
+                toolchains,
+                node: Some("n1".into()),
+            });
+            let text = e.to_string();
+            assert_eq!(Environment::parse(&text), e, "{text}");
         }
     }
 }

@@ -72,6 +72,10 @@ pub struct RunMeta {
     /// the run ends: they are resolved as evaluations need them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pythons: Vec<crate::python::InterpreterRecord>,
+    /// The toolchains the run's images got (Docker; a spec's
+    /// `toolchains:`), written when the run ends, as `pythons` is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toolchains: Vec<crate::toolchain::ToolchainRecord>,
     /// Which node ran each evaluation (backends that spread them over
     /// machines: swarm), keyed `<model>/<instance>[@<sample>]`; kept across
     /// the segments of a resumed run, written when each segment ends.
@@ -147,6 +151,7 @@ impl RunMeta {
             dataset_sha256: file_sha256(dataset),
             setup: None,
             pythons: Vec::new(),
+            toolchains: Vec::new(),
             nodes: BTreeMap::new(),
         }
     }

@@ -113,6 +113,8 @@ pub enum DockerError {
     Image(#[from] ImageError),
     #[error(transparent)]
     Python(#[from] PythonError),
+    #[error(transparent)]
+    Toolchain(#[from] crate::toolchain::ToolchainError),
 }
 
 /// Why a pull gave no image. The registry's error is kept in the message,
@@ -213,6 +215,8 @@ pub struct DockerEnv {
     /// The interpreter of the image's venv (None: no Python env, or a
     /// `--namespace` image).
     pub python: Option<Interpreter>,
+    /// The toolchains of the image (a spec's `toolchains:`).
+    pub toolchains: Vec<crate::toolchain::Toolchain>,
 }
 
 impl DockerEnv {
@@ -223,6 +227,7 @@ impl DockerEnv {
             id: self.id.clone(),
             digest: self.digest.clone(),
             python: self.python.as_ref().map(Interpreter::describe),
+            toolchains: self.toolchains.iter().map(|t| t.describe()).collect(),
             node: None,
         })
     }
@@ -297,6 +302,12 @@ pub struct DockerBackend {
     python_search: HostSearch,
     /// Interpreters chosen per spec `python` value, once per run.
     pythons: Mutex<BTreeMap<String, Arc<ChosenPython>>>,
+    /// Where toolchains are looked for (host folders, registries).
+    toolchain_search: crate::toolchain::Search,
+    /// Toolchains chosen per (language, version asked), once per run.
+    toolchains: tokio::sync::Mutex<
+        BTreeMap<(crate::toolchain::Language, String), Arc<images::toolchain::ChosenToolchain>>,
+    >,
     /// Images built in this run (`--force-rebuild` builds each once).
     built: Mutex<HashSet<String>>,
     used: Mutex<BTreeSet<Used>>,
@@ -390,6 +401,8 @@ impl DockerBackend {
             roots: Mutex::default(),
             python_search,
             pythons: Mutex::default(),
+            toolchain_search: crate::toolchain::Search::from_env(Some(cache.join("toolchains"))),
+            toolchains: tokio::sync::Mutex::default(),
             built: Mutex::default(),
             used: Mutex::default(),
             live: Arc::default(),
@@ -452,6 +465,14 @@ impl DockerBackend {
             .collect();
         v.sort_by_key(|i| i.requested);
         v
+    }
+
+    /// The toolchains this run chose for its specs, for run.json.
+    pub fn toolchains(&self) -> Vec<crate::toolchain::Toolchain> {
+        match self.toolchains.try_lock() {
+            Ok(m) => m.values().map(|c| c.toolchain.clone()).collect(),
+            Err(_) => Vec::new(),
+        }
     }
 
     /// The interpreter for a spec's `python` value: the provider chain,

@@ -127,6 +127,7 @@ impl SwarmEnv {
             id: self.image.id.clone(),
             digest: Some(self.reference.clone()),
             python: None,
+            toolchains: Vec::new(),
             node: None,
         })
     }
@@ -180,6 +181,11 @@ impl SwarmBackend {
     /// Where the image events of the docker backend that builds the images go.
     pub fn report_to(&self, events: Option<crate::backend::docker::events::ImageEvents>) {
         self.docker.report_to(events);
+    }
+
+    /// The toolchains the images got (built by the Docker backend).
+    pub fn toolchains(&self) -> Vec<crate::toolchain::Toolchain> {
+        self.docker.toolchains()
     }
 }
 

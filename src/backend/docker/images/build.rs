@@ -11,8 +11,9 @@ use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuil
 use bollard::{body_full, body_try_stream};
 use futures_util::StreamExt;
 
-use super::plans::{base_plan, env_plan, instance_plan, EnvInputs, ImagePlan, Root, TreeSource};
+use super::plans::{base_plan, env_plan_on, instance_plan, EnvInputs, ImagePlan, Root, TreeSource};
 use super::python::{python_image_name, python_plan};
+use super::toolchain::{toolchain_image_name, toolchain_plan, ChosenToolchain};
 use super::{bootstrap_image, namespace_image, Suite, Tier, BOOTSTRAP_SCRIPT};
 use crate::backend::docker::{
     io_err, locked, ChosenPython, DockerBackend, DockerEnv, DockerError, PullFailure, API_TIMEOUT,
@@ -20,6 +21,17 @@ use crate::backend::docker::{
 use crate::backend::EnvError;
 use crate::dataset::Instance;
 use crate::spec::{ResolvedSpec, Spec};
+use crate::toolchain::{Language, Toolchain};
+
+/// The suite a spec without Python is built on when its toolchains prefer
+/// one: a JDK version that only one suite packages (Java 11: bullseye).
+fn toolchain_suite(spec: &Spec) -> Option<Suite> {
+    let java = spec.toolchains.get(&Language::Java)?;
+    let v = crate::toolchain::Version::parse(Language::Java, java).ok()?;
+    (v.0.len() == 1)
+        .then(|| crate::toolchain::java::suite_for(v.0[0]))
+        .flatten()
+}
 
 /// Limit on pulling a root image before falling back to debootstrap.
 const ROOT_PULL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -68,19 +80,33 @@ impl DockerBackend {
         let suite = python
             .as_ref()
             .map(|p| p.interp.suite)
+            .or_else(|| toolchain_suite(spec))
             .unwrap_or(Suite::Bookworm);
+        let chosen = self.chosen_toolchains(spec, suite).await?;
         let root = self.root(suite).await?;
         let base = base_plan(suite, &root, self.ca.as_deref());
         self.ensure_built(&base).await?;
         // Specs with a Python get their env on the python image (the
         // interpreter and a venv with pinned tools); others on the base.
-        let parent = match &python {
+        let mut parent = match &python {
             Some(p) => self.ensure_python_image(p.clone(), &base.name).await?,
             None => base.name.clone(),
         };
+        // Toolchains come between: shared by every env that asks for them.
+        if !chosen.is_empty() {
+            let list: Vec<ChosenToolchain> = chosen.iter().map(|c| (**c).clone()).collect();
+            let name = toolchain_image_name(&list, &parent, suite);
+            let on = parent.clone();
+            self.ensure_named(Tier::Base, &name, || async move {
+                Ok(toolchain_plan(&list, &on, suite))
+            })
+            .await?;
+            parent = name;
+        }
+        let toolchains: Vec<Toolchain> = chosen.iter().map(|c| c.toolchain.clone()).collect();
         let inputs = self.env_inputs(spec, inst).await?;
         let interp = python.as_ref().map(|p| &p.interp);
-        let env = env_plan(suite, interp, &parent, spec, &inputs);
+        let env = env_plan_on(suite, interp, &toolchains, &parent, spec, &inputs);
         self.ensure_built(&env).await?;
         let (tree, submodules) = self.base_tree(inst, spec).await?;
         let anchor = match submodules.is_empty() {
@@ -104,7 +130,51 @@ impl DockerBackend {
             id,
             digest,
             python: interp.cloned(),
+            toolchains,
         })
+    }
+
+    /// The toolchains of `spec` on `suite`: the provider chain, run once per
+    /// (language, version) and run, off the async threads (a registry
+    /// download can take a minute).
+    async fn chosen_toolchains(
+        &self,
+        spec: &Spec,
+        suite: Suite,
+    ) -> Result<Vec<Arc<ChosenToolchain>>, DockerError> {
+        let mut out = Vec::new();
+        for (lang, asked) in &spec.toolchains {
+            let key = (*lang, asked.trim().to_string());
+            let mut m = self.toolchains.lock().await;
+            if let Some(c) = m.get(&key) {
+                out.push(c.clone());
+                continue;
+            }
+            let (lang, asked2, search) = (*lang, key.1.clone(), self.toolchain_search.clone());
+            let c = tokio::task::spawn_blocking(move || {
+                crate::toolchain::resolve(lang, &asked2, suite, &search)
+                    .and_then(super::toolchain::choose)
+            })
+            .await
+            .map_err(|e| DockerError::Config(format!("toolchain task: {e}")))??;
+            tracing::info!(
+                "toolchain {lang} {}: {}{}",
+                key.1,
+                c.toolchain.describe(),
+                c.copies
+                    .iter()
+                    .map(|(d, f)| format!(
+                        ", {} files ({} MiB) copied to {d}",
+                        f.entries(),
+                        f.size() >> 20
+                    ))
+                    .collect::<String>()
+            );
+            let c = Arc::new(c);
+            m.insert(key, c.clone());
+            out.push(c);
+        }
+        Ok(out)
     }
 
     /// The python image of `python` on `base`: named from the build's file
@@ -174,6 +244,7 @@ impl DockerBackend {
             id,
             digest,
             python: None,
+            toolchains: Vec::new(),
         })
     }
 

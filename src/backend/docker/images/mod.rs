@@ -31,10 +31,12 @@
 //! finds, pulls, bootstraps or builds them on the engine.
 
 pub mod build;
+pub mod hostfiles;
 mod instance;
 pub mod plans;
 pub mod python;
 pub mod snapshot;
+pub mod toolchain;
 
 use sha2::{Digest, Sha256};
 
@@ -205,7 +207,10 @@ pub fn bootstrap_image(suite: Suite) -> String {
 /// The tier of an image by its name (namespace prefixes ignored), for cleanup.
 pub fn tier_of(name: &str) -> Option<Tier> {
     let last = name.rsplit('/').next().unwrap_or(name);
-    if last.starts_with("patchgrade.root.") || last.starts_with("patchgrade.base.") {
+    if last.starts_with("patchgrade.root.")
+        || last.starts_with("patchgrade.base.")
+        || last.starts_with("patchgrade.tool.")
+    {
         Some(Tier::Base)
     } else if last.starts_with("patchgrade.env.") || last.starts_with("patchgrade.snap.") {
         Some(Tier::Env)

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use super::python::label_lines;
 use super::snapshot::{TreeDelta, Write, SNAPSHOT_OBJECTS};
+use super::toolchain::offline_env_line;
 use super::{activate_line, arch, name_part, tag_of, ImageError, Suite, Tier, TESTBED, VENV};
 use crate::backend::docker::archive::{
     append_dir, append_file, append_symlink, append_tree, TreeError,
@@ -13,6 +14,7 @@ use crate::backend::docker::archive::{
 use crate::python::Interpreter;
 use crate::script::quote;
 use crate::spec::{Spec, SOURCES_DIR};
+use crate::toolchain::Toolchain;
 
 const BASE_DOCKERFILE: &str = include_str!("../../../../harness-scripts/docker/base.Dockerfile");
 const SETUP_BASE: &str = include_str!("../../../../harness-scripts/docker/setup_base.sh");
@@ -72,6 +74,9 @@ pub struct ImagePlan {
     pub trees: Vec<(String, TreeSource)>,
     /// Files picked from a repository (not whole trees).
     pub blobs: Option<BlobFiles>,
+    /// Host folders sent under a folder of the context each (toolchains),
+    /// read a file at a time as the context streams.
+    pub hosts: Vec<(String, std::sync::Arc<super::hostfiles::Manifest>)>,
 }
 
 impl ImagePlan {
@@ -97,6 +102,7 @@ impl ImagePlan {
             files,
             trees,
             blobs: None,
+            hosts: Vec::new(),
         }
     }
 
@@ -147,6 +153,15 @@ impl ImagePlan {
         }
         if let Some(blobs) = &self.blobs {
             append_blobs(&mut b, blobs)?;
+        }
+        for (dir, m) in &self.hosts {
+            m.append_to(&mut b, std::path::Path::new(dir))
+                .map_err(|(path, e)| {
+                    ImageError::Tar(std::io::Error::new(
+                        e.kind(),
+                        format!("{}: {e}", path.display()),
+                    ))
+                })?;
         }
         b.into_inner().map_err(ImageError::Tar)
     }
@@ -382,11 +397,32 @@ pub fn env_plan(
     spec: &Spec,
     inputs: &EnvInputs,
 ) -> ImagePlan {
+    env_plan_on(suite, python, &[], parent, spec, inputs)
+}
+
+/// [`env_plan`] for a spec with toolchains too: `parent` is then its
+/// toolchain image, and the env image is labelled with what was asked.
+pub fn env_plan_on(
+    suite: Suite,
+    python: Option<&Interpreter>,
+    toolchains: &[Toolchain],
+    parent: &str,
+    spec: &Spec,
+    inputs: &EnvInputs,
+) -> ImagePlan {
     let mut dockerfile = ENV_DOCKERFILE
         .replace("{{base}}", parent)
         .replace("{{apt}}", &apt_step(&apt_packages(spec, inputs)));
     if let Some(p) = python {
         dockerfile.push_str(&label_lines(&p.request_labels()));
+        dockerfile.push('\n');
+    }
+    if !toolchains.is_empty() {
+        let mut asked = std::collections::BTreeMap::new();
+        for t in toolchains {
+            asked.extend(t.request_labels());
+        }
+        dockerfile.push_str(&label_lines(&asked));
         dockerfile.push('\n');
     }
     let mut files = vec![ContextFile::new(
@@ -408,7 +444,18 @@ pub fn env_plan(
         .iter()
         .map(|(dir, t)| format!("{dir}={}\n", t.tree))
         .collect();
-    let py = python.map(|p| p.version.to_string()).unwrap_or_default();
+    // `py` alone for a spec with neither, as before toolchains existed.
+    let mut parts: Vec<String> = Vec::new();
+    if python.is_some() || toolchains.is_empty() {
+        let py = python.map(|p| p.version.to_string()).unwrap_or_default();
+        parts.push(format!("py{py}"));
+    }
+    parts.extend(
+        toolchains
+            .iter()
+            .map(|t| format!("{}{}", t.language, t.asked)),
+    );
+    let what = name_part(&parts.join("-"));
     // Tree ids only when there are trees: the tags of other env images stay
     // what they were before sources existed.
     let mut keys: Vec<&[u8]> = vec![dockerfile.as_bytes()];
@@ -417,7 +464,7 @@ pub fn env_plan(
     }
     ImagePlan::addressed(
         Tier::Env,
-        format!("patchgrade.env.py{py}.{}.{}", arch(), suite.name()),
+        format!("patchgrade.env.{what}.{}.{}", arch(), suite.name()),
         &keys,
         dockerfile.clone(),
         files,
@@ -471,6 +518,18 @@ fn setup_repo_with(spec: &Spec, make_repo: &str) -> String {
     for (k, v) in &spec.env {
         s.push_str(&format!("export {k}={}\n", quote(v)));
     }
+    for (path, fixture) in &spec.files {
+        // A here-document with a delimiter the content does not hold.
+        let mut d = String::from("EOF_PATCHGRADE_FIXTURE");
+        while fixture.content.contains(&d) {
+            d.push('_');
+        }
+        let body = fixture
+            .content
+            .strip_suffix('\n')
+            .unwrap_or(&fixture.content);
+        s.push_str(&format!("cat > {} <<'{d}'\n{body}\n{d}\n", quote(path)));
+    }
     for cmd in &spec.pre_install {
         s.push_str(cmd);
         s.push('\n');
@@ -496,7 +555,8 @@ pub fn instance_plan(
     tree: TreeSource,
     submodules: Vec<(String, TreeSource)>,
 ) -> ImagePlan {
-    let dockerfile = INSTANCE_DOCKERFILE.replace("{{env}}", env);
+    let mut dockerfile = INSTANCE_DOCKERFILE.replace("{{env}}", env);
+    dockerfile.push_str(&offline_env_line(spec.toolchains.keys().copied()));
     let files = vec![ContextFile::new("setup_repo.sh", setup_repo_script(spec))];
     let mut tree_id = tree.tree.to_string();
     let mut trees = vec![("testbed".to_string(), tree)];
@@ -545,7 +605,8 @@ pub fn delta_instance_plan(
     spec: &Spec,
     tree: git2::Oid,
 ) -> ImagePlan {
-    let dockerfile = DELTA_DOCKERFILE.replace("{{snapshot}}", snapshot);
+    let mut dockerfile = DELTA_DOCKERFILE.replace("{{snapshot}}", snapshot);
+    dockerfile.push_str(&offline_env_line(spec.toolchains.keys().copied()));
     let files = vec![ContextFile::new(
         "setup_repo.sh",
         setup_delta_repo_script(spec, tree),

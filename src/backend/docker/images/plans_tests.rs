@@ -399,3 +399,78 @@ fn instance_context_has_the_tree_with_modes_and_links() {
         assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
     }
 }
+
+#[test]
+fn toolchain_specs_get_their_env_name_labels_fixtures_and_offline_tests() {
+    let mut s = spec(
+        "toolchains: {rust: '1.81'}\ninstall: cargo test --no-run\ntest_cmd: cargo test\nlog_parser: cargo\n",
+    );
+    let t = crate::toolchain::Toolchain {
+        language: crate::toolchain::Language::Rust,
+        asked: "1.81".into(),
+        given: crate::toolchain::Version(vec![1, 95, 0]),
+        source: crate::toolchain::Source::Rustup { dir: "/r".into() },
+        home: crate::toolchain::rust::HOME.into(),
+        deviation: Some("spec says Rust 1.81, runs on 1.95.0".into()),
+    };
+    let env = env_plan_on(
+        Suite::Bookworm,
+        None,
+        std::slice::from_ref(&t),
+        "tool:1",
+        &s,
+        &EnvInputs::default(),
+    );
+    assert!(
+        env.name
+            .starts_with(&format!("patchgrade.env.rust1.81.{}.bookworm:", arch())),
+        "{}",
+        env.name
+    );
+    assert!(env.dockerfile.contains("FROM tool:1"));
+    assert!(env
+        .dockerfile
+        .contains("\"patchgrade.toolchain.rust.asked\"=\"1.81\""));
+    assert!(env
+        .dockerfile
+        .contains("patchgrade.toolchain.rust.deviation"));
+    // Without toolchains the name is what it was.
+    let plain = env_plan(Suite::Bookworm, None, "base:1", &s, &EnvInputs::default());
+    assert!(plain.name.contains(".env.py."), "{}", plain.name);
+
+    s.files.insert(
+        "Cargo.lock".into(),
+        crate::spec::Fixture {
+            name: "x.lock".into(),
+            content: "# pinned\nEOF_PATCHGRADE_FIXTURE\n".into(),
+        },
+    );
+    let d = tempfile::tempdir().unwrap();
+    let repo = git2::Repository::init_bare(d.path()).unwrap();
+    let tree = repo.treebuilder(None).unwrap().write().unwrap();
+    let plan = instance_plan(
+        &env.name,
+        "acme__calc-1",
+        &s,
+        TreeSource {
+            repo: repo.path().to_path_buf(),
+            tree,
+        },
+        Vec::new(),
+    );
+    assert!(
+        plan.dockerfile
+            .ends_with("WORKDIR /testbed\nENV CARGO_NET_OFFLINE=true\n"),
+        "{}",
+        plan.dockerfile
+    );
+    let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
+    // The fixture is written before pre_install and install, with a
+    // delimiter its content does not hold.
+    let at = script
+        .find("cat > 'Cargo.lock' <<'EOF_PATCHGRADE_FIXTURE_'\n# pinned\nEOF_PATCHGRADE_FIXTURE\nEOF_PATCHGRADE_FIXTURE_\n")
+        .unwrap_or_else(|| panic!("{script}"));
+    assert!(at < script.find("cargo test --no-run").unwrap());
+    let delta = delta_instance_plan("snap:1", "acme__calc-1", &s, tree);
+    assert!(delta.dockerfile.ends_with("ENV CARGO_NET_OFFLINE=true\n"));
+}

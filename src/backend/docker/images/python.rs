@@ -12,11 +12,11 @@
 //! links against the shared one).
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 
+pub use super::hostfiles::Manifest;
 use super::plans::{ContextFile, ImagePlan};
 use super::{arch, tag_of, Tier, VENV};
-use crate::backend::docker::archive::{append_dir, append_file, append_symlink};
 use crate::python::{Interpreter, PythonError};
 use crate::script::quote;
 
@@ -75,144 +75,6 @@ pub fn keep(rel: &Path, exe_name: &str) -> bool {
     }
 }
 
-/// One entry of a build's file list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Kind {
-    Dir,
-    File { size: u64, mode: u32, mtime: i64 },
-    Symlink(PathBuf),
-}
-
-/// The files of a host build that go into the image, in a stable order.
-#[derive(Debug, Clone)]
-pub struct Manifest {
-    pub prefix: PathBuf,
-    entries: Vec<(PathBuf, Kind)>,
-}
-
-impl Manifest {
-    /// Walk the build at `prefix` (stat only, nothing read).
-    pub fn of(prefix: &Path, exe_name: &str) -> Result<Manifest, PythonError> {
-        let mut entries = Vec::new();
-        walk(prefix, Path::new(""), exe_name, &mut entries)
-            .map_err(|(path, source)| PythonError::Io { path, source })?;
-        Ok(Manifest {
-            prefix: prefix.to_path_buf(),
-            entries,
-        })
-    }
-
-    /// Bytes of the regular files.
-    pub fn size(&self) -> u64 {
-        self.entries
-            .iter()
-            .map(|(_, k)| match k {
-                Kind::File { size, .. } => *size,
-                _ => 0,
-            })
-            .sum()
-    }
-
-    pub fn entries(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Identifies the build's contents by names, sizes, modes and mtimes:
-    /// a rebuilt or changed build gives another image.
-    fn fingerprint(&self) -> Vec<u8> {
-        let mut s = String::new();
-        for (rel, kind) in &self.entries {
-            let line = match kind {
-                Kind::Dir => format!("d {}\n", rel.display()),
-                Kind::File { size, mode, mtime } => {
-                    format!("f {} {size} {mode:o} {mtime}\n", rel.display())
-                }
-                Kind::Symlink(t) => format!("l {} {}\n", rel.display(), t.display()),
-            };
-            s.push_str(&line);
-        }
-        s.into_bytes()
-    }
-
-    /// The build as a tar archive of absolute paths (without the leading
-    /// `/`), to be unpacked at `/` in the image.
-    pub fn tar(&self) -> Result<Vec<u8>, PythonError> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| PythonError::Io { path, source }
-        };
-        let base = self.prefix.strip_prefix("/").unwrap_or(&self.prefix);
-        let mut b = tar::Builder::new(Vec::new());
-        b.mode(tar::HeaderMode::Deterministic);
-        for (rel, kind) in &self.entries {
-            let dest = base.join(rel);
-            let full = self.prefix.join(rel);
-            match kind {
-                Kind::Dir => {
-                    let name = dest.to_str().ok_or_else(|| PythonError::Io {
-                        path: full.clone(),
-                        source: std::io::Error::other("path is not UTF-8"),
-                    })?;
-                    append_dir(&mut b, name.trim_end_matches('/')).map_err(io(&full))?
-                }
-                Kind::File { mode, .. } => {
-                    let data = std::fs::read(&full).map_err(io(&full))?;
-                    append_file(&mut b, &dest, &data, *mode).map_err(io(&full))?
-                }
-                Kind::Symlink(target) => {
-                    append_symlink(&mut b, &dest, target).map_err(io(&full))?
-                }
-            }
-        }
-        b.into_inner().map_err(io(&self.prefix))
-    }
-}
-
-type WalkError = (PathBuf, std::io::Error);
-
-fn walk(
-    prefix: &Path,
-    rel: &Path,
-    exe_name: &str,
-    out: &mut Vec<(PathBuf, Kind)>,
-) -> Result<(), WalkError> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let dir = prefix.join(rel);
-    out.push((rel.to_path_buf(), Kind::Dir));
-    let mut names: Vec<_> = std::fs::read_dir(&dir)
-        .map_err(|e| (dir.clone(), e))?
-        .map(|e| e.map(|e| e.file_name()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| (dir.clone(), e))?;
-    names.sort();
-    for name in names {
-        let child = rel.join(&name);
-        if !keep(&child, exe_name) {
-            continue;
-        }
-        let full = prefix.join(&child);
-        let meta = full.symlink_metadata().map_err(|e| (full.clone(), e))?;
-        let ft = meta.file_type();
-        if ft.is_symlink() {
-            let target = std::fs::read_link(&full).map_err(|e| (full.clone(), e))?;
-            out.push((child, Kind::Symlink(target)));
-        } else if ft.is_dir() {
-            walk(prefix, &child, exe_name, out)?;
-        } else if ft.is_file() {
-            out.push((
-                child,
-                Kind::File {
-                    size: meta.len(),
-                    mode: meta.permissions().mode() & 0o7777,
-                    mtime: meta.mtime(),
-                },
-            ));
-        }
-        // Sockets, fifos and devices have no place in an image.
-    }
-    Ok(())
-}
-
 /// LABEL lines for a Dockerfile.
 pub(crate) fn label_lines(labels: &BTreeMap<String, String>) -> String {
     let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
@@ -266,7 +128,11 @@ pub fn manifest(interp: &Interpreter) -> Result<Option<Manifest>, PythonError> {
     interp
         .host_prefix
         .as_ref()
-        .map(|p| Manifest::of(p, &interp.version.exe_name()))
+        .map(|p| {
+            let exe = interp.version.exe_name();
+            Manifest::walk(p, &|rel: &Path| keep(rel, &exe))
+                .map_err(|(path, source)| PythonError::Io { path, source })
+        })
         .transpose()
 }
 
@@ -308,7 +174,9 @@ pub fn python_plan(
     if let Some(m) = manifest {
         files.push(ContextFile {
             path: "python.tar".into(),
-            data: m.tar()?,
+            data: m
+                .tar()
+                .map_err(|(path, source)| PythonError::Io { path, source })?,
             mode: 0o644,
         });
     }
@@ -319,6 +187,7 @@ pub fn python_plan(
         files,
         trees: Vec::new(),
         blobs: None,
+        hosts: Vec::new(),
     })
 }
 

@@ -18,7 +18,7 @@
 //!
 //! Plain git2 code; [`super::build`] decides when to use it.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use git2::{Delta, DiffOptions, ObjectType, Oid, Repository, Tree};
 
@@ -188,21 +188,43 @@ pub fn missing_objects_pack(repo: &Repository, from: Oid, to: Oid) -> Result<Vec
     Ok(buf.to_vec())
 }
 
-/// Every tree and blob id of `tree`.
+/// Every tree and blob id of `tree` that the snapshot image holds. A tree
+/// with a submodule (a gitlink) in it, or under it, is not one: the
+/// snapshot's checkout has an empty folder there, which `git add` leaves
+/// out, so the snapshot's own tree of that folder differs (sharkdp/bat's
+/// `assets/syntaxes`).
 fn collect(repo: &Repository, tree: Oid, out: &mut HashSet<Oid>) -> Result<(), git2::Error> {
-    if !out.insert(tree) {
-        return Ok(());
+    let mut memo = HashMap::new();
+    collect_into(repo, tree, out, &mut memo).map(|_| ())
+}
+
+/// Whether `tree` is reproduced by `git add` of its checkout; its objects
+/// that are, added to `out`.
+fn collect_into(
+    repo: &Repository,
+    tree: Oid,
+    out: &mut HashSet<Oid>,
+    memo: &mut HashMap<Oid, bool>,
+) -> Result<bool, git2::Error> {
+    if let Some(done) = memo.get(&tree) {
+        return Ok(*done);
     }
+    let mut whole = true;
     for e in repo.find_tree(tree)?.iter() {
         match e.kind() {
-            Some(ObjectType::Tree) => collect(repo, e.id(), out)?,
+            Some(ObjectType::Tree) => whole &= collect_into(repo, e.id(), out, memo)?,
             Some(ObjectType::Blob) => {
                 out.insert(e.id());
             }
+            Some(ObjectType::Commit) => whole = false,
             _ => {}
         }
     }
-    Ok(())
+    if whole {
+        out.insert(tree);
+    }
+    memo.insert(tree, whole);
+    Ok(whole)
 }
 
 #[cfg(test)]

@@ -266,3 +266,32 @@ fn pack_path(work: &Path) -> String {
         .unwrap();
     idx.display().to_string()
 }
+
+#[test]
+fn trees_holding_a_submodule_are_sent_since_the_snapshot_cannot_hold_them() {
+    let d = tempfile::tempdir().unwrap();
+    let repo = Repository::init_bare(d.path()).unwrap();
+    let blob = repo.blob(b"x\n").unwrap();
+    let gitlink = Oid::from_str("8cabd919ca63f0e6c12e8405e8542a45d910fa62").unwrap();
+    let mut sub = repo.treebuilder(None).unwrap();
+    sub.insert("syntax", gitlink, 0o160000).unwrap();
+    sub.insert("a.txt", blob, 0o100644).unwrap();
+    let sub = sub.write().unwrap();
+    let mut top = repo.treebuilder(None).unwrap();
+    top.insert("assets", sub, 0o040000).unwrap();
+    top.insert("b.txt", blob, 0o100644).unwrap();
+    let top = top.write().unwrap();
+    // The same tree on both sides: only what git add cannot rebuild goes.
+    let pack = missing_objects_pack(&repo, top, top).unwrap();
+    let d2 = tempfile::tempdir().unwrap();
+    let other = Repository::init_bare(d2.path()).unwrap();
+    let odb = other.odb().unwrap();
+    let mut w = odb.packwriter().unwrap();
+    std::io::Write::write_all(&mut w, &pack).unwrap();
+    w.commit().unwrap();
+    assert!(
+        odb.exists(top) && odb.exists(sub),
+        "both trees hold the gitlink"
+    );
+    assert!(!odb.exists(blob), "the blob is in the snapshot");
+}
