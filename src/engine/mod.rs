@@ -24,7 +24,7 @@ use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup
 use crate::runner::jobs::Job;
 use crate::runner::jobs::Records;
 use crate::runner::schedule::Durations;
-use crate::runner::{RunConfig, RunEvent, Runner};
+use crate::runner::{Notice, RunConfig, RunEvent, Runner};
 use crate::script::dataset::ScriptSource;
 use crate::spec::{SpecError, SpecSet};
 
@@ -207,6 +207,8 @@ pub struct Engine {
     pub runner: Arc<Runner>,
     /// The backend chosen (`--backend auto` resolved).
     pub backend: BackendKind,
+    /// What the engine has to say before the run (shown when it starts).
+    notices: Vec<Notice>,
     _work: tempfile::TempDir,
     /// Held while the engine lives: one process per run folder.
     _lock: RunLock,
@@ -232,14 +234,19 @@ impl Engine {
     /// interpreters the run's images got (resolved as evaluations need
     /// them) and the node that ran each evaluation (swarm). A failure to
     /// write is logged: the results are already recorded.
-    fn record_after_run(&self, records: &Records, chosen_tests: &BTreeSet<EvalKey>) {
+    fn record_after_run(
+        &self,
+        records: &Records,
+        chosen_tests: &BTreeSet<EvalKey>,
+        say: &mpsc::UnboundedSender<RunEvent>,
+    ) {
         // The next run's start order: this run's seconds over what the file
         // holds (`save` merges); a run of reused results changes nothing,
         // and runs of chosen test files (audits) say nothing of the suite.
         let mut durations = Durations::empty(self.runner.durations.path());
         durations.record(records, |key| !chosen_tests.contains(key));
         if let Err(e) = durations.save() {
-            eprintln!("warning: {e}");
+            let _ = say.send(RunEvent::Notice(Notice::DurationsUnsaved(e.to_string())));
         }
         let pythons: Vec<_> = self
             .runner
@@ -354,8 +361,9 @@ impl Engine {
         };
         let backend_kind = backend.kind();
         let durations_path = cache.join("durations.json");
+        let mut notices = Vec::new();
         let durations = Durations::load(&durations_path).unwrap_or_else(|e| {
-            eprintln!("warning: {e}; evaluations start in input order");
+            notices.push(Notice::DurationsUnreadable(e.to_string()));
             Durations::empty(&durations_path)
         });
         let runner = Arc::new(Runner {
@@ -380,6 +388,7 @@ impl Engine {
         Ok(Engine {
             runner,
             backend: backend_kind,
+            notices,
             _work: work,
             _lock: lock,
         })
@@ -392,14 +401,20 @@ impl Engine {
         let (cancel_tx, cancel_rx) = watch::channel(false);
         let (abandon_tx, abandon_rx) = tokio::sync::oneshot::channel::<()>();
         let interrupted = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let reporter = tokio::spawn(progress::terminal(rx));
+        for notice in &self.notices {
+            let _ = tx.send(RunEvent::Notice(notice.clone()));
+        }
         let watcher = {
             let interrupted = interrupted.clone();
+            let say = tx.clone();
             let runner = self.runner.clone();
             let scratch = self.runner.cfg.work_root.clone();
             tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
                     interrupted.store(true, Ordering::SeqCst);
-                    eprintln!("\ninterrupted: stopping running evaluations (finished results are kept); Ctrl-C again to exit now");
+                    let _ = say.send(RunEvent::Notice(Notice::Interrupted));
                     let _ = cancel_tx.send(true);
                     if tokio::signal::ctrl_c().await.is_ok() {
                         // Containers would outlive the process: remove them first.
@@ -415,8 +430,7 @@ impl Engine {
                 }
             })
         };
-        let (tx, rx) = mpsc::unbounded_channel();
-        let reporter = tokio::spawn(progress::terminal(rx));
+        let say = tx.clone();
         let images = tx.clone();
         self.runner
             .backend
@@ -455,11 +469,13 @@ impl Engine {
             }
         };
         watcher.abort();
+        let _ = watcher.await;
         self.runner.backend.finish().await;
-        // The reporter ends once the backend holds no sender of it.
+        self.record_after_run(&ran.records, &chosen_tests, &say);
+        // The reporter ends once nothing holds a sender of it.
+        drop(say);
         self.runner.backend.report_to(None);
         let _ = reporter.await;
-        self.record_after_run(&ran.records, &chosen_tests);
         Executed {
             records: ran.records,
             interrupted: interrupted.load(Ordering::SeqCst),

@@ -78,6 +78,10 @@ pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
                 Some(b) => b.println(event.to_string()),
                 None => eprintln!("{event}"),
             },
+            RunEvent::Notice(notice) => match &bar {
+                Some(b) => b.println(notice.to_string()),
+                None => eprintln!("{notice}"),
+            },
             RunEvent::Finished { elapsed } => {
                 if let Some(b) = bar.take() {
                     b.finish_and_clear();

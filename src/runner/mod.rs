@@ -61,6 +61,34 @@ pub enum RunEvent {
     /// The docker backend's image cache: budget, removals, what the run
     /// reused and built (at the start, the end, or when it connects).
     Images(crate::backend::docker::events::ImageEvent),
+    /// Something the engine says about the run itself.
+    Notice(Notice),
+}
+
+/// The engine's own messages, shown by the reporters.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// The first Ctrl-C: running evaluations stop, finished ones are kept.
+    Interrupted,
+    /// The recorded test durations could not be read: evaluations start in
+    /// input order.
+    DurationsUnreadable(String),
+    /// This run's test durations could not be saved for the next run.
+    DurationsUnsaved(String),
+}
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Notice::Interrupted => f.write_str(
+                "\ninterrupted: stopping running evaluations (finished results are kept); Ctrl-C again to exit now",
+            ),
+            Notice::DurationsUnreadable(e) => {
+                write!(f, "warning: {e}; evaluations start in input order")
+            }
+            Notice::DurationsUnsaved(e) => write!(f, "warning: {e}"),
+        }
+    }
 }
 
 /// What reporters are told of a finished evaluation. Not the whole record:
