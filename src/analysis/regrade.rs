@@ -41,7 +41,7 @@ pub enum RegradeError {
 
 /// Where an evaluation's record came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
+pub enum LogLayout {
     /// patchgrade's own record, regraded in place.
     Patchgrade,
     /// A reference log with no record of patchgrade's.
@@ -52,7 +52,7 @@ pub enum Layout {
 #[derive(Debug, Clone)]
 pub struct Regraded {
     pub dir: EvalDir,
-    pub layout: Layout,
+    pub layout: LogLayout,
     /// The outcome before (None: the reference's log had no record).
     pub before: Option<Outcome>,
     pub record: EvalRecord,
@@ -180,7 +180,7 @@ fn regrade_ours(eval: Evaluation, dataset: &Dataset, specs: &SpecSet) -> Result<
     let changed = new != record;
     Ok(Regraded {
         dir,
-        layout: Layout::Patchgrade,
+        layout: LogLayout::Patchgrade,
         before: Some(before),
         record: new,
         changed,
@@ -215,7 +215,7 @@ fn regrade_reference(
     grade_into(&mut record, inst, parser, &log, patch.as_deref());
     Ok(Regraded {
         dir,
-        layout: Layout::Reference,
+        layout: LogLayout::Reference,
         before: None,
         record,
         changed: true,

@@ -35,6 +35,7 @@ use crate::dataset::Instance;
 use crate::outcome::Outcome;
 use crate::parse::LogParser;
 
+// (Also `perf::stats::Verdict`, a speed verdict: the two never meet.)
 /// Whether a pass can be trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -112,6 +112,7 @@ pub fn options(
     Ok((mopts, aopts))
 }
 
+// (Also `perf::container::Measured`, one container's measurement.)
 /// What measuring a run gave.
 pub struct Measured {
     pub records: Vec<PerfRecord>,

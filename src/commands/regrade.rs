@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::{print_json, write_report};
 use crate::cli::RegradeArgs;
 use crate::error::ExpectedError;
-use patchgrade::analysis::regrade::{self, Layout, Regrade};
+use patchgrade::analysis::regrade::{self, LogLayout, Regrade};
 use patchgrade::dataset::{Dataset, Prediction};
 use patchgrade::outcome::Outcome;
 use patchgrade::report::{model_summaries, RunInfo};
@@ -136,7 +136,7 @@ fn print_table(report: &RegradeReport, done: &Regrade) {
     let from_reference = done
         .evaluations
         .iter()
-        .filter(|e| e.layout == Layout::Reference)
+        .filter(|e| e.layout == LogLayout::Reference)
         .count();
     eprintln!(
         "{} evaluations regraded ({} from reference logs), {} verdicts changed, {} records rewritten, {} left as they were{}",

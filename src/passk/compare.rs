@@ -36,6 +36,7 @@ pub struct PairComparison {
     pub clean: Keyed<DiffOrNote>,
 }
 
+// (Also `perf::Comparison`, of timings: the two never meet.)
 /// A paired comparison of two runs.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {

@@ -34,6 +34,7 @@ pub struct Bar {
     pub high: f64,
 }
 
+// (Also `perf::render::PlotError`: each plotter says its own failure.)
 /// A plot could not be drawn (a plotters error, as text).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw the plot: {0}")]

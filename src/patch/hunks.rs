@@ -5,6 +5,7 @@
 use super::lines::{is_section_start, malformed, SrcLine};
 use super::PatchError;
 
+// (Also `review::lines::LineKind`; this one never leaves the patch module.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LineKind {
     Context,

@@ -174,6 +174,7 @@ impl Default for MeasureOptions {
     }
 }
 
+// (Also `commands::perf::Measured`, the command's view of a whole run.)
 /// What the container produced.
 #[derive(Debug, Clone)]
 pub struct Measured {

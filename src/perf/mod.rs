@@ -101,6 +101,7 @@ pub struct VariantStats {
     pub nonzero_exits: usize,
 }
 
+// (Also `passk::compare::Comparison`, of pass rates: the two never meet.)
 /// A variant against base.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {

@@ -240,6 +240,7 @@ pub fn distribution_svg(record: &PerfRecord) -> Result<String, PlotError> {
     Ok(svg)
 }
 
+// (Also `passk::plot::PlotError`: each plotter says its own failure.)
 /// A plot could not be drawn (a plotters error, as text).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw the perf plot: {0}")]

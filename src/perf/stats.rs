@@ -405,6 +405,7 @@ impl Default for VerdictRule {
     }
 }
 
+// (Also `audit::Verdict`, a pass's audit verdict: the two never meet.)
 /// What the measurements say about a variant against base.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

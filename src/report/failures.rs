@@ -15,7 +15,7 @@ use serde::Serialize;
 /// broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Tier {
+pub enum FailureTier {
     /// Cannot plausibly be caused by patching repository source.
     Environment,
     /// Could be the environment or a bad patch.
@@ -37,12 +37,12 @@ pub enum FailureReason {
 }
 
 impl FailureReason {
-    pub fn tier(self) -> Tier {
+    pub fn tier(self) -> FailureTier {
         match self {
             FailureReason::MissingModule
             | FailureReason::NoTestsCollected
-            | FailureReason::TestsTimedOut => Tier::Ambiguous,
-            _ => Tier::Environment,
+            | FailureReason::TestsTimedOut => FailureTier::Ambiguous,
+            _ => FailureTier::Environment,
         }
     }
 }
@@ -119,8 +119,8 @@ mod tests {
             classify_text("E   ModuleNotFoundError: No module named 'x'"),
             Some(FailureReason::MissingModule)
         );
-        assert_eq!(FailureReason::MissingModule.tier(), Tier::Ambiguous);
-        assert_eq!(FailureReason::OutOfMemory.tier(), Tier::Environment);
+        assert_eq!(FailureReason::MissingModule.tier(), FailureTier::Ambiguous);
+        assert_eq!(FailureReason::OutOfMemory.tier(), FailureTier::Environment);
     }
 
     #[test]

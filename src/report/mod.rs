@@ -16,7 +16,7 @@ use crate::review::quality::ReviewCell;
 use crate::rundir::RunDir;
 use crate::runner::jobs::Records;
 use crate::table::{render, Layout};
-use failures::{FailureReason, Tier};
+use failures::{FailureReason, FailureTier};
 
 /// What a run was, for its summaries.
 #[derive(Debug, Clone)]
@@ -280,8 +280,8 @@ impl Summary {
             let Some(reason) = failures(id) else { continue };
             s.failure_reasons.insert(id.clone(), reason);
             match reason.tier() {
-                Tier::Environment => s.infra_failure_ids.push(id.clone()),
-                Tier::Ambiguous => s.ambiguous_failure_ids.push(id.clone()),
+                FailureTier::Environment => s.infra_failure_ids.push(id.clone()),
+                FailureTier::Ambiguous => s.ambiguous_failure_ids.push(id.clone()),
             }
         }
         s.infra_failure_instances = s.infra_failure_ids.len();

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::patch::{ChangeKind, PatchError};
 
+// (Also `patch::hunks::LineKind`, crate-private, a hunk body's line.)
 /// A line's role in a hunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -237,6 +238,7 @@ impl Fate {
     }
 }
 
+// (Also `audit::leakage::fragments::Origin`, where a code fragment came from.)
 /// Where a patched line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "origin", content = "line")]

@@ -113,6 +113,7 @@ pub struct Candidate {
     recorded: Option<SampleRecord>,
 }
 
+// (Also `review::judge::reply::Choice`, the judge's pick: each is read only inside its module.)
 /// The choice for one instance.
 #[derive(Debug, Clone, Serialize)]
 pub struct Choice {

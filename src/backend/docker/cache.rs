@@ -33,6 +33,7 @@ pub enum CacheError {
     },
 }
 
+// (Also `review::judge::cache::Entry`: each cache file has its own entry.)
 /// One image of the index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {

@@ -341,9 +341,9 @@ pub struct Phases {
     pub run: f64,
 }
 
-/// What a run gave.
+/// What one container run gave.
 #[derive(Debug)]
-pub struct Ran {
+pub struct ContainerRan {
     pub stop: Stop,
     pub phases: Phases,
     /// When the output stopped.
@@ -373,7 +373,7 @@ impl Container {
     /// Uploads, attaches, starts, and reads the output until the command
     /// ends, the deadline passes or `cancel` fires; the container stays
     /// (see [`Container::remove`]).
-    pub async fn run(&self, plan: RunPlan<'_>) -> Result<Ran, RunFailure> {
+    pub async fn run(&self, plan: RunPlan<'_>) -> Result<ContainerRan, RunFailure> {
         let (docker, id) = (&self.docker, self.id.as_str());
         let mut phases = Phases::default();
         if let Some(archive) = plan.upload {
@@ -440,7 +440,7 @@ impl Container {
         phases.run = t.elapsed().as_secs_f64();
         let stopped_at = Instant::now();
         drop(output);
-        let mut ran = Ran {
+        let mut ran = ContainerRan {
             stop,
             phases,
             stopped_at,

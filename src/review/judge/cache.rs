@@ -38,6 +38,7 @@ impl CacheKey {
     }
 }
 
+// (Also `backend::docker::cache::Entry`: each cache file has its own entry.)
 /// A stored reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {

@@ -21,6 +21,7 @@ pub struct Scores {
     pub summary: String,
 }
 
+// (Also `analysis::select::Choice`: each is read only inside its module.)
 /// A pairwise choice, as the model wrote it (A/B of its prompt).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Choice {
