@@ -2,23 +2,7 @@
 //! code (README, "Exit codes"). Library modules have their own thiserror
 //! types; commands sort them into these kinds.
 
-/// Documented exit codes.
-pub mod exit {
-    /// The command completed (whatever the verdicts).
-    pub const OK: i32 = 0;
-    /// Internal error: a bug (a panic, a broken invariant).
-    pub const INTERNAL: i32 = 1;
-    /// Bad input: arguments, dataset, predictions, specs or run folders.
-    pub const BAD_INPUT: i32 = 2;
-    /// Infrastructure failure: reports could not be written, no backend.
-    pub const INFRA: i32 = 3;
-    /// Completed, but some results are inconclusive: an audit check could
-    /// not run, or evaluations ended in environment or infrastructure
-    /// failures (after the retry). Everything was written.
-    pub const INCONCLUSIVE: i32 = 4;
-    /// Interrupted (Ctrl-C); finished results are kept.
-    pub const INTERRUPTED: i32 = patchgrade::engine::EXIT_INTERRUPTED;
-}
+pub use patchgrade::exit;
 
 /// Why a command did not complete.
 #[derive(Debug, thiserror::Error)]

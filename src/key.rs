@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn keys_order_as_the_tuples_did() {
-        let mut keys = vec![
+        let mut keys = [
             EvalKey::new("m", "a__b-10", None),
             EvalKey::new("m", "a__b-1", Some("2")),
             EvalKey::new("l", "z", None),

@@ -40,8 +40,14 @@ fn main() {
             let run = std::panic::AssertUnwindSafe(|| {
                 rt.block_on(commands::dispatch(cli.command, given))
             });
-            std::panic::catch_unwind(run)
-                .unwrap_or_else(|_| Err(ExpectedError::Internal("patchgrade panicked".into())))
+            let result = std::panic::catch_unwind(run)
+                .unwrap_or_else(|_| Err(ExpectedError::Internal("patchgrade panicked".into())));
+            // Interrupted (a second Ctrl-C leaves evaluations behind): exit
+            // now, not once the blocking work still going finishes.
+            if matches!(result, Err(ExpectedError::Interrupted)) {
+                rt.shutdown_background();
+            }
+            result
         }
         Err(e) => Err(ExpectedError::infra(anyhow::anyhow!(
             "cannot start the async runtime: {e}"

@@ -558,6 +558,20 @@ mod tests {
             "instance immutable-js__immutable-js-7: the reference's parse_log_immutable_js \
              has no parser for this instance id"
         );
+        // jekyll picks minitest or cucumber by its PR number.
+        let jekyll = |id: &str| {
+            s.for_instance(&inst(
+                serde_json::json!({"log_parser": "parse_log_jekyll", "instance_id": id}),
+            ))
+            .map(|rs| rs.spec.log_parser)
+        };
+        assert_eq!(jekyll("jekyll__jekyll-8047").unwrap(), LogParser::Minitest);
+        assert_eq!(jekyll("jekyll__jekyll-8771").unwrap(), LogParser::Cucumber);
+        let e = jekyll("jekyll__jekyll-1").unwrap_err().to_string();
+        assert!(
+            e.contains("jekyll__jekyll-1") && e.contains("parse_log_jekyll"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::process::Command;
 
 use common::widgets::*;
@@ -120,7 +121,7 @@ fn cache_budget_evicts_least_recently_used_images_not_in_use() {
         a.extend_from_slice(extra);
         let out = w.sb.run(&a);
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(0), "{run_id}: {err}");
+        assert_eq!(out.status.code(), Some(exit::OK), "{run_id}: {err}");
         assert_eq!(w.sb.outcome(run_id, "gold", id), "resolved", "{err}");
         let rec = w.sb.record(run_id, "gold", id);
         let env = rec["environment"].as_str().unwrap().to_string();

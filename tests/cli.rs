@@ -19,6 +19,7 @@ mod schedule;
 
 use common::widgets::*;
 use common::*;
+use patchgrade::exit;
 use serde_json::Value;
 
 const SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
@@ -64,7 +65,7 @@ fn gold_resolves_and_a_wrong_patch_does_not() {
     let row = w.row("acme__widgets-1");
     w.sb.write("dataset.jsonl", &jsonl(&[row]));
     let out = w.sb.run(&w.args("g", "gold", &["--json"]));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert_eq!(w.sb.outcome("g", "gold", "acme__widgets-1"), "resolved");
     // --json prints the summary on stdout, reference keys included.
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -114,7 +115,7 @@ fn gold_resolves_and_a_wrong_patch_does_not() {
         &jsonl(&[prediction("acme__widgets-1", "m", Some(&w.wrong))]),
     );
     let out = w.sb.run(&w.args("w", "wrong.jsonl", &[]));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let rec = w.sb.record("w", "m", "acme__widgets-1");
     assert_eq!(rec["outcome"], "unresolved");
     assert_eq!(
@@ -135,7 +136,7 @@ fn rerun_reuses_results_only_for_the_same_patch() {
     );
     assert_eq!(
         sb.run(&w.args("r", "preds.jsonl", &[])).status.code(),
-        Some(0)
+        Some(exit::OK)
     );
     let first = sb.record("r", "m", "acme__widgets-1");
     let out = sb.run(&w.args("r", "preds.jsonl", &[]));
@@ -174,7 +175,7 @@ fn demo_gives_the_expected_outcome_for_every_instance() {
         "--backend",
         "local",
     ]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let text = std::fs::read_to_string(&preds).unwrap();
     let mut seen = std::collections::BTreeSet::new();
     for line in text.lines() {
@@ -215,7 +216,7 @@ fn demo_gives_the_expected_outcome_for_every_instance() {
         "--backend",
         "local",
     ]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let s = sb.summary("gold", "demo-gold");
     assert_eq!(s["resolved_instances"], 5, "{s}");
 }
@@ -340,7 +341,7 @@ fn local_venv_tests_the_candidate_code_editable_or_not() {
             "--mirror-dir",
             "mirrors",
         ]);
-        assert_eq!(out.status.code(), Some(0), "{mode}");
+        assert_eq!(out.status.code(), Some(exit::OK), "{mode}");
         assert_eq!(
             sb.outcome(mode, "m", "acme__pyproj-1"),
             "resolved",
@@ -438,12 +439,12 @@ fn local_sandbox_cuts_network_and_protects_the_host() {
     );
     w.sb.write("dataset.jsonl", &jsonl(&[row]));
     let out = w.sb.run(&w.args("sbx", "gold", &[]));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert_eq!(w.sb.outcome("sbx", "gold", "w-probe"), "resolved");
     assert!(!outside.exists());
     // The same probe without the sandbox reaches both: the test can fail.
     let out = w.sb.run(&w.args("nosbx", "gold", &["--no-sandbox"]));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unsandboxed"));
     assert_eq!(w.sb.outcome("nosbx", "gold", "w-probe"), "unresolved");
     assert!(outside.exists());
@@ -465,7 +466,7 @@ fn samples_are_evaluated_each_and_identical_patches_once() {
     ];
     w.sb.write("preds.jsonl", &jsonl(&preds));
     let out = w.sb.run(&w.args("s", "preds.jsonl", &[]));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let outcomes: Vec<String> = (0..4)
         .map(|k| w.sb.outcome("s", "m", &format!("acme__widgets-1@{k}")))
         .collect();
@@ -492,11 +493,11 @@ fn samples_are_evaluated_each_and_identical_patches_once() {
     w.sb.write("dup.jsonl", &jsonl(&[a.clone()]));
     assert_eq!(
         w.sb.run(&w.args("s2", "dup.jsonl", &[])).status.code(),
-        Some(0)
+        Some(exit::OK)
     );
     assert_eq!(w.sb.outcome("s2", "m2", "acme__widgets-1@7"), "resolved");
     w.sb.write("dup.jsonl", &jsonl(&[a, b]));
     let out = w.sb.run(&w.args("s3", "dup.jsonl", &[]));
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     assert!(String::from_utf8_lossy(&out.stderr).contains("sample id 7"));
 }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -78,7 +79,12 @@ impl Old {
     /// Runs the binary there; it must succeed.
     fn run(&self, args: &[&str]) -> Output {
         let out = self.sb.run(args);
-        assert_eq!(out.status.code(), Some(0), "patchgrade {}", args.join(" "));
+        assert_eq!(
+            out.status.code(),
+            Some(exit::OK),
+            "patchgrade {}",
+            args.join(" ")
+        );
         out
     }
 
@@ -282,7 +288,7 @@ fn no_docker_daemon_is_an_infrastructure_failure() {
         .output()
         .unwrap();
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(out.status.code(), Some(exit::INFRA), "{stderr}");
     assert!(
         stderr.contains("error: no Docker daemon answers at unix:///nonexistent/docker.sock"),
         "{stderr}"
@@ -301,7 +307,7 @@ fn unwritable_report_is_an_infrastructure_failure() {
         &["--backend", "local", "--report-dir", "not-a-dir"],
     ));
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(out.status.code(), Some(exit::INFRA), "{stderr}");
     assert!(
         stderr.contains("error: cannot write not-a-dir/demo-agent.unwritable.json"),
         "{stderr}"
@@ -351,7 +357,7 @@ fn interrupt_stops_the_run_and_exits_130() {
     let rest: Vec<String> = lines.map(Result::unwrap).collect();
     let status = child.wait().unwrap();
     let rest = rest.join("\n");
-    assert_eq!(status.code(), Some(130), "{rest}");
+    assert_eq!(status.code(), Some(exit::INTERRUPTED), "{rest}");
     assert!(
         rest.contains("interrupted: stopping running evaluations"),
         "{rest}"

@@ -9,6 +9,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::process::Command;
 
 use common::widgets::*;
@@ -122,7 +123,7 @@ fn the_dataset_script_runs_unchanged_offline_and_keys_the_cache() {
     );
 
     let out = run(&w, "ds", &["--eval-script", "dataset"]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let id = "acme__widgets-1";
     assert_eq!(w.sb.outcome("ds", "gold-model", id), "resolved");
     assert_eq!(w.sb.outcome("ds", "wrong-model", id), "unresolved");
@@ -170,7 +171,7 @@ fn the_dataset_script_runs_unchanged_offline_and_keys_the_cache() {
     let out = run(&w, "ds", &["--eval-script", "dataset"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("(reused)"));
     let out = run(&w, "ds", &[]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("(reused)"));
     let rec = w.sb.record("ds", "gold-model", id);
     assert!(rec.get("eval_script").is_none(), "{rec}");
@@ -185,7 +186,7 @@ fn the_dataset_script_runs_unchanged_offline_and_keys_the_cache() {
         &jsonl(&[row(&w, "acme__widgets-1", Some(&other))]),
     );
     let out = run(&w, "ds", &["--eval-script", "dataset"]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("(reused)"));
     let rec = w.sb.record("ds", "gold-model", id);
     assert_eq!(rec["eval_script"]["sha256"], sha256(&other).as_str());
@@ -217,7 +218,7 @@ fn the_dataset_script_runs_unchanged_offline_and_keys_the_cache() {
         "dataset",
         "--json",
     ]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["counts"]["valid"], 1, "{report}");
 }
@@ -248,7 +249,7 @@ fn an_instance_without_eval_script_or_a_local_backend_is_refused_before_anything
     ];
     let out =
         w.sb.run(&[&base[..], &["--eval-script", "dataset"]].concat());
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("dataset.jsonl: --eval-script dataset needs an eval_script field (a non-empty string) in every instance it runs; without one: acme__widgets-2\n"),
@@ -271,7 +272,7 @@ fn an_instance_without_eval_script_or_a_local_backend_is_refused_before_anything
         ]
         .concat(),
     );
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(

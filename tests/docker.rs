@@ -9,6 +9,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -263,7 +264,7 @@ fn docker_runs_real_instances_isolated_and_leaves_no_container() {
     );
     // w-nopython and w-setup end environment_build_failed by design: the run
     // completes, and says those results are inconclusive (exit 4).
-    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(out.status.code(), Some(exit::INCONCLUSIVE));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("w-nopython (m) environment_build_failed")
@@ -373,7 +374,7 @@ fn docker_pip_env_over_https_and_images_reused_per_cache_level() {
     // --cache-level env: the instance image goes at the end, the env image
     // (pytest from PyPI, through the CA bundle) stays.
     let out = w.run("r1", "preds.jsonl", &["-v", "--cache-level", "env"]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let rec = w.record("r1", "m", &id);
     assert_eq!(rec["outcome"], "resolved", "{rec}");
     let env_str = rec["environment"].as_str().unwrap().to_string();
@@ -392,7 +393,7 @@ fn docker_pip_env_over_https_and_images_reused_per_cache_level() {
 
     // --cache-level instance: only the instance image is built.
     let out = w.run("r2", "preds.jsonl", &["-v", "--cache-level", "instance"]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("building patchgrade.eval."), "{err}");
     assert!(
@@ -403,7 +404,7 @@ fn docker_pip_env_over_https_and_images_reused_per_cache_level() {
 
     // And a third run builds nothing at all.
     let out = w.run("r3", "preds.jsonl", &["-v", "--cache-level", "instance"]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !err.contains("building "),
@@ -473,7 +474,7 @@ fn docker_namespace_images_from_a_local_registry() {
     );
     // Build the instance image locally first.
     let out = w.run("build", "preds.jsonl", &["--cache-level", "instance"]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let rec = w.record("build", "m", &id);
     assert_eq!(rec["outcome"], "resolved", "{rec}");
     let local = rec["environment"]
@@ -527,7 +528,7 @@ fn docker_namespace_images_from_a_local_registry() {
         "preds.jsonl",
         &["--namespace", &ns, "--cache-level", "env"],
     );
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let rec = w.record("ns", "m", &id);
     assert_eq!(rec["outcome"], "resolved", "{rec}");
     let env = rec["environment"].as_str().unwrap();
@@ -578,7 +579,7 @@ fn docker_namespace_images_from_a_local_registry() {
         &base_image,
         "-v",
     ]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!("pulled {debian}")),

@@ -9,6 +9,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::process::Command;
 
 use common::widgets::*;
@@ -94,7 +95,7 @@ fn docker_in_memory_apply_matches_the_checkout_apply() {
             "--no-sandbox",
         ]);
         assert!(
-            out.status.code().is_some_and(|c| c <= 1),
+            out.status.code().is_some_and(|c| c <= exit::INTERNAL),
             "{run_id}: {}",
             String::from_utf8_lossy(&out.stderr)
         );

@@ -8,6 +8,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::path::Path;
 use std::process::Command;
 
@@ -141,7 +142,7 @@ fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes()
     let mut args = docker_args("run", "gold", "snap");
     args.extend(["--max-workers", "2", "--cache-level", "instance"]);
     let out = sb.run(&args);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     for id in ["acme__snap-1", "acme__snap-2", "acme__snap-3"] {
         assert_eq!(sb.outcome("snap", "gold", id), "resolved", "{id}");
     }
@@ -213,7 +214,7 @@ fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes()
     let before = ours();
     assert_eq!(before.len(), 4, "{before:?}");
     let out = sb.run(&docker_args("run", "gold", "snap-again"));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert_eq!(ours(), before);
     for img in [
         inst("acme__snap-1"),
@@ -246,7 +247,7 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
     let mut args = docker_args("run", "gold", "apt");
     args.extend(["--max-workers", "1", "--cache-level", "instance"]);
     let out = sb.run(&args);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     for id in ["acme__apt-1", "acme__apt-2"] {
         assert_eq!(sb.outcome("apt", "gold", id), "resolved", "{id}");
     }

@@ -10,6 +10,7 @@ mod common;
 
 use common::widgets::*;
 use common::*;
+use patchgrade::exit;
 
 /// The test the test patch adds: what `blackhole_routes` promises, timed.
 const PROBE: &str = "    def test_high(self):\n        import socket, time\n        t = time.monotonic()\n        with self.assertRaises(OSError):\n            socket.getaddrinfo('pypi.org', 443)\n        self.assertLess(time.monotonic() - t, 3, 'a name lookup waited')\n        s = socket.socket()\n        s.settimeout(1.0)\n        t = time.monotonic()\n        with self.assertRaises(socket.timeout):\n            s.connect(('10.255.255.1', 80))\n        self.assertGreater(time.monotonic() - t, 0.5, 'the connect failed at once')\n";
@@ -41,7 +42,7 @@ fn run_probe(w: &Widgets, backend: &str) -> String {
         args.truncate(args.len() - 2); // no --base-image for the local backend
     }
     let out = w.sb.run(&args);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let rec = w.sb.record("hole", "gold", "w-hole");
     let log = std::fs::read_to_string(
         w.sb.path()

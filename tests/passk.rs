@@ -4,6 +4,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::path::{Path, PathBuf};
 
 use common::*;
@@ -135,7 +136,7 @@ impl Demo {
 
     fn json(&self, args: &[&str]) -> Value {
         let out = self.sb.run(args);
-        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(out.status.code(), Some(exit::OK));
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
@@ -265,7 +266,7 @@ fn report_gives_hand_computed_pass_at_k_with_intervals_and_plots() {
     assert_eq!(p4["short_instances"], json!(["patchgrade__demo-calc-5"]));
     assert!(p4["note"].as_str().unwrap().contains("n < k"));
     let out = d.sb.run(&["report", "logs/run_evaluation/m", "--k", "1,4"]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("pass@4  not reported"), "{table}");
     assert!(table.contains("patchgrade__demo-calc-5"), "{table}");
@@ -322,7 +323,7 @@ fn report_gives_hand_computed_pass_at_k_with_intervals_and_plots() {
         d.sb.run(&["report", "logs/run_evaluation/m", "--k", "0"])
             .status
             .code(),
-        Some(2)
+        Some(exit::BAD_INPUT)
     );
 }
 

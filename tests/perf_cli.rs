@@ -8,6 +8,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::process::Command;
 
 use common::*;
@@ -104,7 +105,7 @@ fn perf_grades_then_measures_the_demo_and_gates_the_wrong_candidate() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
-        Some(4),
+        Some(exit::INCONCLUSIVE),
         "one instance cannot be measured"
     );
     assert!(
@@ -192,7 +193,7 @@ fn perf_grades_then_measures_the_demo_and_gates_the_wrong_candidate() {
         "0",
         "--json",
     ]));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["not_measured"], serde_json::json!([]));
     let recs = j["records"].as_array().unwrap();
@@ -234,7 +235,7 @@ fn perf_grades_then_measures_the_demo_and_gates_the_wrong_candidate() {
         "--outlier-k",
         "none",
     ]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let rec: Value = serde_json::from_str(
         &std::fs::read_to_string(
             sb.path()
@@ -273,6 +274,6 @@ fn perf_grades_then_measures_the_demo_and_gates_the_wrong_candidate() {
         "--backend",
         "local",
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--backend docker"));
 }

@@ -14,6 +14,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::process::Command;
 use std::time::Instant;
 
@@ -232,7 +233,7 @@ fn every_python_from_3_6_to_3_11_builds_an_env_image_and_resolves() {
     let out = sb.run(&args);
     let secs = started.elapsed().as_secs_f64();
     let mut images = RemoveOnDrop(Vec::new());
-    assert_eq!(out.status.code(), Some(0), "patchgrade run failed");
+    assert_eq!(out.status.code(), Some(exit::OK), "patchgrade run failed");
 
     let records: Vec<_> = interps
         .iter()
@@ -356,7 +357,7 @@ fn a_bad_python_dir_is_refused_with_the_reason() {
             "--python-dir",
             &arg,
         ]);
-        assert_eq!(out.status.code(), Some(2), "{arg}");
+        assert_eq!(out.status.code(), Some(exit::BAD_INPUT), "{arg}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             err.contains("--python-dir") && err.contains(why),

@@ -86,23 +86,9 @@ fn summary_fields_equal_the_references_on_the_same_run_folder() {
         prediction("w-empty", "m", None),
     ];
     sb.write("preds.jsonl", &jsonl(&preds));
-    let out = sb.run(&[
-        "run",
-        "--dataset",
-        "dataset.jsonl",
-        "--predictions",
-        "preds.jsonl",
-        "--run-id",
-        "ref",
-        "--backend",
-        "local",
-        "--specs",
-        "specs",
-        "--mirror-dir",
-        "mirrors",
-        "--timeout",
-        "5",
-    ]);
+    let mut args = local_args("ref", "preds.jsonl", "specs");
+    args.extend(["--timeout", "5"]);
+    let out = sb.run(&args);
     assert_eq!(
         out.status.code(),
         Some(0),

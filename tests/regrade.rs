@@ -31,21 +31,7 @@ fn setup() -> Widgets {
 }
 
 fn run(sb: &Sandbox, run_id: &str, specs: &str) {
-    let out = sb.run(&[
-        "run",
-        "--dataset",
-        "dataset.jsonl",
-        "--predictions",
-        "preds.jsonl",
-        "--run-id",
-        run_id,
-        "--backend",
-        "local",
-        "--specs",
-        specs,
-        "--mirror-dir",
-        "mirrors",
-    ]);
+    let out = sb.run(&local_args(run_id, "preds.jsonl", specs));
     assert_eq!(out.status.code(), Some(0));
 }
 

@@ -4,6 +4,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::process::Command;
 
 use common::shapes::{shapes, Shapes, SHAPES_SPEC};
@@ -72,7 +73,7 @@ fn audit_rerun_reuses_the_run_setup_and_is_inconclusive_when_the_env_breaks() {
         "--timeout",
         "300",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     for id in ["s-over", "s-gold"] {
         assert_eq!(sb.outcome("rel", "m", id), "resolved");
     }
@@ -106,7 +107,7 @@ fn audit_rerun_reuses_the_run_setup_and_is_inconclusive_when_the_env_breaks() {
     // No other flags: the run's specs and mirrors are used.
     let audit = ["audit", "logs/run_evaluation/rel", "--rerun", "--json"];
     let out = sb.run(&audit);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("using the setup logs/run_evaluation/rel/run.json recorded"),
         "{}",
@@ -145,7 +146,7 @@ fn audit_rerun_reuses_the_run_setup_and_is_inconclusive_when_the_env_breaks() {
         "specs-broken",
     ]);
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert_eq!(out.status.code(), Some(exit::INCONCLUSIVE), "{err}");
     assert!(
         err.contains(&format!(
             "using --specs specs-broken from the command line instead of run.json's {}",
@@ -158,7 +159,7 @@ fn audit_rerun_reuses_the_run_setup_and_is_inconclusive_when_the_env_breaks() {
     sb.write("specs/shapes.yaml", &broken);
     let out = sb.run(&["audit", "logs/run_evaluation/rel", "--rerun", "--json"]);
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert_eq!(out.status.code(), Some(exit::INCONCLUSIVE), "{err}");
     let last = err.lines().last().unwrap_or("");
     assert!(
         last.starts_with("patchgrade: completed, but some results are inconclusive: 2 audit(s)"),
@@ -191,67 +192,6 @@ fn audit_rerun_reuses_the_run_setup_and_is_inconclusive_when_the_env_breaks() {
     .unwrap();
     assert_eq!(written["models"]["m"]["inconclusive_resolved"], 2);
     assert!(err.contains("m  s-gold  inconclusive  held_out: "), "{err}");
-}
-
-/// A run.json that records the swarm backend: run.json has no registry, so
-/// `audit --rerun` does not evaluate on the swarm again and says so; a
-/// `--backend` given is the usual override, said too.
-#[test]
-fn audit_rerun_says_why_a_recorded_swarm_backend_is_not_reused() {
-    let Shapes { sb, gold, .. } = shapes();
-    sb.write(
-        "preds.jsonl",
-        &jsonl(&[prediction("s-gold", "m", Some(&gold))]),
-    );
-    let out = sb.run(&[
-        "run",
-        "--dataset",
-        "dataset.jsonl",
-        "--predictions",
-        "preds.jsonl",
-        "--run-id",
-        "sw",
-        "--backend",
-        "local",
-        "--specs",
-        "specs",
-        "--mirror-dir",
-        "mirrors",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let meta_path = sb.path().join("logs/run_evaluation/sw/run.json");
-    let mut meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
-    meta["setup"]["backend"] = json!("swarm");
-    std::fs::write(&meta_path, meta.to_string()).unwrap();
-
-    // No daemon at DOCKER_HOST: `--backend auto` picks the local backend.
-    let no_daemon = [(
-        "DOCKER_HOST",
-        std::ffi::OsStr::new("unix:///nonexistent.sock"),
-    )];
-    let out = sb.run_env(&["audit", "logs/run_evaluation/sw", "--rerun"], &no_daemon);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(
-        err.contains("not reusing run.json's --backend swarm (logs/run_evaluation/sw/run.json): it does not record the registry; using --backend auto"),
-        "{err}"
-    );
-
-    let out = sb.run(&[
-        "audit",
-        "logs/run_evaluation/sw",
-        "--rerun",
-        "--backend",
-        "local",
-    ]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(
-        err.contains("using --backend local from the command line instead of run.json's swarm"),
-        "{err}"
-    );
-    assert!(!err.contains("not reusing"), "{err}");
 }
 
 /// A stand-in for Django's tests/runtests.py: dotted labels only (a file
@@ -404,7 +344,7 @@ fn django_style_project_dotted_labels_name_ids_and_gold_baseline() {
         "--mirror-dir",
         "mirrors",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     for id in ["dj-over", "dj-div", "dj-goldfail"] {
         let rec = sb.record("dj", "m", id);
         assert_eq!(rec["outcome"], "resolved", "{rec}");
@@ -412,7 +352,7 @@ fn django_style_project_dotted_labels_name_ids_and_gold_baseline() {
 
     let out = sb.run(&["audit", "logs/run_evaluation/dj", "--rerun", "--json"]);
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert_eq!(out.status.code(), Some(exit::INCONCLUSIVE), "{err}");
     let audit_dir = sb.path().join("logs/run_evaluation/dj.audit");
     // Divergence runs selected tests by dotted label, and the runner took them.
     let script =
@@ -516,7 +456,7 @@ fn select_and_validate_reuse_the_setup_and_exit_4_on_environment_failures() {
         "--mirror-dir",
         "mirrors",
     ];
-    assert_eq!(sb.run(&run).status.code(), Some(0));
+    assert_eq!(sb.run(&run).status.code(), Some(exit::OK));
     let broken = format!("{SHAPES_SPEC}    pre_install:\n      - \"exit 3\"\n");
     sb.write("specs-broken/shapes.yaml", &broken);
     let abs = |rel: &str| {
@@ -542,7 +482,7 @@ fn select_and_validate_reuse_the_setup_and_exit_4_on_environment_failures() {
         "--predictions",
         "preds.jsonl",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     assert!(stderr(&out).contains("using the setup logs/run_evaluation/sel/run.json recorded"));
     assert_eq!(recorded_specs("sel.select"), json!([abs("specs")]));
     // select with an unbuildable environment given on the command line.
@@ -557,7 +497,7 @@ fn select_and_validate_reuse_the_setup_and_exit_4_on_environment_failures() {
         "specs-broken",
     ]);
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert_eq!(out.status.code(), Some(exit::INCONCLUSIVE), "{err}");
     assert!(
         err.contains(&format!(
             "using --specs specs-broken from the command line instead of run.json's {}",
@@ -600,7 +540,7 @@ fn select_and_validate_reuse_the_setup_and_exit_4_on_environment_failures() {
         ],
     );
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert_eq!(out.status.code(), Some(exit::INCONCLUSIVE), "{err}");
     let last = err.lines().last().unwrap_or("");
     assert!(
         last.contains("4 of 4 evaluation(s) of the validation ended in environment or infrastructure failures")
@@ -620,9 +560,9 @@ fn select_and_validate_reuse_the_setup_and_exit_4_on_environment_failures() {
             "mirrors",
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     let out = validate("v", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     assert!(stderr(&out).contains("using the setup logs/run_evaluation/v/run.json recorded"));
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(sb.path().join("validate.v.json")).unwrap())
@@ -660,12 +600,12 @@ fn docker_audit_rerun_reuses_backend_options_and_is_inconclusive_when_the_env_br
     let mut args = docker_args("run", "preds.jsonl", &run_id);
     args.extend(["--memory", "1g", "--pids-limit", "200"]);
     let out = sb.run(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     assert_eq!(sb.outcome(&run_id, "m", "s-over"), "resolved");
 
     let run_dir = format!("logs/run_evaluation/{run_id}");
     let out = sb.run(&["audit", &run_dir, "--rerun"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     let over = sb.record(&run_id, "m", "s-over");
     assert_eq!(over["audit"]["verdict"], "suspect", "{over}");
     assert_eq!(reason_kinds(&over), ["fails_held_out"]);
@@ -689,7 +629,7 @@ fn docker_audit_rerun_reuses_backend_options_and_is_inconclusive_when_the_env_br
     sb.write("specs/shapes.yaml", &spec.replace("3.11", "3.99"));
     let out = sb.run(&["audit", &run_dir, "--rerun"]);
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert_eq!(out.status.code(), Some(exit::INCONCLUSIVE), "{err}");
     let rec = sb.record(&run_id, "m", "s-over");
     assert_eq!(rec["audit"]["verdict"], "inconclusive", "{rec}");
     assert_eq!(

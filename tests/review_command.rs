@@ -5,6 +5,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::io::{BufReader, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
@@ -96,7 +97,7 @@ fn audit_of_a_submission_prints_findings_and_runs_nothing() {
     // Gold: django-14855's fix is in its problem statement; sympy-20322's
     // gold keeps commented-out code at mul.py:1266 (on purpose upstream).
     let out = sb.run(&[&base[..], &["gold", "--json"]].concat());
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("gold  django__django-14855  suspect"), "{err}");
     assert!(err.contains("    solution_in_issue: "), "{err}");
@@ -120,7 +121,7 @@ fn audit_of_a_submission_prints_findings_and_runs_nothing() {
     // The agent: the debug print at its line, leakage too; the empty patch
     // counted and not audited.
     let out = sb.run(&[&base[..], &["agent.jsonl"]].concat());
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("    debug_print django/contrib/admin/helpers.py:212: "),
@@ -133,7 +134,7 @@ fn audit_of_a_submission_prints_findings_and_runs_nothing() {
 
     // With hints the text judged is wider.
     let out = sb.run(&[&base[..], &["gold", "--with-hints"]].concat());
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("(leakage judged on the problem statement and hints)"),
@@ -152,12 +153,12 @@ fn audit_of_a_submission_prints_findings_and_runs_nothing() {
         "--predictions",
         "gold",
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
     let out = sb.run(&["audit"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     let out = sb.run(&["audit", "--predictions", "gold"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     let out = sb.run(&[
         "audit",
         "--dataset",
@@ -166,14 +167,14 @@ fn audit_of_a_submission_prints_findings_and_runs_nothing() {
         "gold",
         "--rerun",
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     // A predictions file naming an unknown instance is bad input.
     sb.write(
         "bad.jsonl",
         &jsonl(&[prediction("nope-1", "agent", Some(AGENT_14855))]),
     );
     let out = sb.run(&[&base[..], &["bad.jsonl"]].concat());
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope-1"));
 }
 
@@ -280,7 +281,7 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
     // The tests first, in the same run folder: review --resolved-only
     // reviews the two patches that resolve, not the wrong one.
     let out = sb.run(&docker_args("run", "preds.jsonl", "rv"));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert_eq!(sb.outcome("rv", "agent", "review-1"), "resolved");
     assert_eq!(sb.outcome("rv", "wrong", "review-1"), "unresolved");
     let run_json = sb.path().join("logs/run_evaluation/rv/run.json");
@@ -306,7 +307,7 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
         "--base-image",
         "none",
     ]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert_eq!(std::fs::read(&run_json).unwrap(), recorded, "run.json kept");
     let read = |model: &str| -> Value {
         let p = sb.path().join(format!(
@@ -399,7 +400,7 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
     // `run` again on the same run id: nothing re-evaluated, and its table
     // now shows each evaluation's review (score, kinds) and the mean.
     let out = sb.run(&docker_args("run", "preds.jsonl", "rv"));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let table = String::from_utf8_lossy(&out.stderr);
     let row = |model: &str| -> String {
         let at = table.find(&format!("\n{model}:\n")).expect(model);
@@ -451,7 +452,7 @@ fn review_finds_planted_problems_in_the_container_and_none_on_gold() {
             .output()
             .unwrap();
         eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(out.status.code(), Some(exit::OK));
     };
     judged("rj");
     let requests = seen.lock().unwrap().clone();

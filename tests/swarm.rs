@@ -13,6 +13,7 @@ mod common;
 #[path = "swarm/harness.rs"]
 mod harness;
 
+use patchgrade::exit;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -340,7 +341,7 @@ fn swarm_single_node_matches_docker_and_leaves_nothing() {
     wait_for_service(&c.engine, &mut child);
     ok(Command::new("kill").args(["-INT", &child.id().to_string()]));
     let st = wait_exit(&mut child, Duration::from_secs(120));
-    assert_eq!(st.code(), Some(130), "exit after Ctrl-C");
+    assert_eq!(st.code(), Some(exit::INTERRUPTED), "exit after Ctrl-C");
     assert_eq!(c.engine.settled(), "", "left after Ctrl-C");
 
     // A killed run leaves its service; the next run removes it first.
@@ -365,7 +366,8 @@ fn node_of(sb: &Sandbox, run_id: &str, id: &str) -> String {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let node = patchgrade::backend::placement_of(&env)
+    let node = patchgrade::record::Environment::parse(&env)
+        .node()
         .map(str::to_string)
         .unwrap_or_else(|| panic!("{id}: no node in {env:?}"));
     let meta = sb

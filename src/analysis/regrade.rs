@@ -16,7 +16,7 @@ use crate::audit::{audit_static, AuditInput};
 use crate::dataset::{sha256_hex, Dataset, Instance};
 use crate::grade::grade_log;
 use crate::key::EvalKey;
-use crate::outcome::{Outcome, Timings};
+use crate::outcome::Outcome;
 use crate::parse::LogParser;
 use crate::record::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
@@ -208,29 +208,10 @@ fn regrade_reference(
         .ok_or_else(|| skipped(&dir, "no test_output.txt"))?;
     let parser = parser_for(specs, inst).map_err(|e| skipped(&dir, e))?;
     let patch = dir.patch();
-    let mut record = EvalRecord {
-        instance_id: inst.instance_id.clone(),
-        model_name_or_path: model,
-        sample_id: None,
-        evaluated_as: None,
-        outcome: Outcome::Unresolved,
-        detail: None,
-        // Never a cache hit: this record did not come from a run.
-        cache_key: String::new(),
-        patch_sha256: patch.as_deref().map(sha256_hex),
-        spec_hash: None,
-        eval_script: None,
-        apply_strategy: None,
-        grade: None,
-        ungradable: None,
-        test_exit_code: None,
-        statuses: None,
-        audit: None,
-        backend: REFERENCE_LOG_BACKEND.into(),
-        environment: None,
-        timings: Timings::default(),
-        patchgrade_version: crate::VERSION.into(),
-    };
+    let mut record = EvalRecord::new(&inst.instance_id, &model, REFERENCE_LOG_BACKEND);
+    // Never a cache hit (the key stays empty): this record did not come
+    // from a run.
+    record.patch_sha256 = patch.as_deref().map(sha256_hex);
     grade_into(&mut record, inst, parser, &log, patch.as_deref());
     Ok(Regraded {
         dir,

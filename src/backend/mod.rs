@@ -215,6 +215,22 @@ impl Backend {
         }
     }
 
+    /// Whether the candidate may be applied in memory, without a checkout:
+    /// the docker backend sends only the changed files into the image's own
+    /// tree.
+    pub fn applies_in_memory(&self) -> bool {
+        matches!(self, Backend::Docker(_))
+    }
+
+    /// Where the images of a container backend keep the tree and the env;
+    /// `None` for the local backend.
+    pub fn image_layout(&self) -> Option<docker::ImageLayout> {
+        match self {
+            Backend::Local(_) => None,
+            Backend::Docker(_) | Backend::Swarm(_) => Some(docker::ImageLayout::of_images()),
+        }
+    }
+
     /// The toolchains the run's Docker images got, one per spec
     /// `toolchains:` entry (for run.json); empty for the local backend.
     pub fn toolchains(&self) -> Vec<crate::toolchain::Toolchain> {
@@ -280,6 +296,16 @@ impl Backend {
             }
             (Backend::Swarm(b), Env::Swarm(e)) => b.run(e, spec, ws, script, timeout, cancel).await,
             _ => Err(InfraError::Other("environment of another backend".into())),
+        }
+    }
+
+    /// Where the docker and swarm backends send their image events from
+    /// now on (`None`: nowhere); the local backend has none.
+    pub fn report_to(&self, events: Option<docker::events::ImageEvents>) {
+        match self {
+            Backend::Docker(b) => b.report_to(events),
+            Backend::Swarm(b) => b.report_to(events),
+            Backend::Local(_) => {}
         }
     }
 

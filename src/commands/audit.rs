@@ -155,6 +155,7 @@ async fn rerun(
     eprintln!("dynamic audit: {} evaluations", plan.jobs.len());
     let t = Instant::now();
     let done = engine.execute(plan.jobs.clone()).await;
+    super::abandoned(&done)?;
     reaudit::judge(
         evals,
         audits,

@@ -159,6 +159,14 @@ fn list(items: &[String], max: usize) -> String {
 }
 
 /// How a command that ran evaluations ended.
+/// A second Ctrl-C: the command ends now (exit 130), writing nothing more.
+fn abandoned(done: &Executed) -> Result<(), ExpectedError> {
+    if done.abandoned {
+        return Err(ExpectedError::Interrupted);
+    }
+    Ok(())
+}
+
 fn finished(done: &Executed) -> Result<(), ExpectedError> {
     if done.failed_tasks > 0 {
         return Err(ExpectedError::Internal(format!(

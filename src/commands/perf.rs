@@ -45,6 +45,7 @@ pub async fn perf(mut args: PerfArgs) -> Result<(), ExpectedError> {
     check_eval_scripts(&opts, &args.dataset, jobs.iter().map(|j| &*j.instance))?;
     let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
     let done = engine.execute(jobs.clone()).await;
+    super::abandoned(&done)?;
     let graded = finished_all(&done, "the grading");
     if matches!(
         graded,

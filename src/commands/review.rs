@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::{load_dataset, print_json, write_report};
 use crate::cli::{JudgeArgs, ReviewArgs};
 use crate::error::ExpectedError;
+use patchgrade::backend::docker::events::ImageEvents;
 use patchgrade::backend::docker::images::TESTBED;
 use patchgrade::backend::{BackendKind, Workspace};
 use patchgrade::dataset::load_predictions;
@@ -86,6 +87,9 @@ pub async fn review(args: ReviewArgs) -> Result<(), ExpectedError> {
         .map_err(|e| ExpectedError::Internal(format!("tools task: {e}")))?
         .map_err(ExpectedError::infra)?;
     let runner = engine.runner.clone();
+    runner
+        .backend
+        .report_to(Some(ImageEvents::new(|e| eprintln!("{e}"))));
     runner.backend.start().await;
     let shared = Arc::new(Shared {
         runner: runner.clone(),

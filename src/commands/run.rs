@@ -40,6 +40,7 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
     // jobs kept.
     let perf_jobs = if args.perf { jobs.clone() } else { Vec::new() };
     let done = engine.execute(jobs).await;
+    super::abandoned(&done)?;
 
     let preds: Vec<&Prediction> = submitted.iter().collect();
     let info = RunInfo {

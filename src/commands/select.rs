@@ -52,6 +52,7 @@ pub async fn select(args: SelectArgs, given: &Given) -> Result<(), ExpectedError
     let runner = &engine.runner;
     let selection = Selection::new(jobs, &runner.specs);
     let done = engine.execute(selection.jobs()).await;
+    super::abandoned(&done)?;
     let rundir = &runner.cfg.rundir;
     let (chosen, models) = selection.decide(&run, &done.records, rundir, &runner.specs);
     let mut lines = String::new();

@@ -26,6 +26,7 @@ pub async fn validate(args: ValidateArgs, given: &Given) -> Result<(), ExpectedE
     check_eval_scripts(&opts, &args.dataset, &dataset.instances)?;
     let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
     let done = engine.execute(jobs(&dataset, args.gold_runs)).await;
+    super::abandoned(&done)?;
     let runner = &engine.runner;
     let report = judge(
         &dataset,

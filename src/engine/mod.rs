@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::backend::docker::daemon::answers as daemon_answers;
+use crate::backend::docker::events::ImageEvents;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::swarm::{SwarmError, SwarmOptions};
 use crate::backend::{Backend, BackendKind, LocalBackend, SwarmBackend};
@@ -23,13 +24,9 @@ use crate::rundir::{DockerSetup, RunDir, RunDirError, RunLock, RunMeta, RunSetup
 use crate::runner::jobs::Job;
 use crate::runner::jobs::Records;
 use crate::runner::schedule::Durations;
-use crate::runner::{RunConfig, Runner};
+use crate::runner::{RunConfig, RunEvent, Runner};
 use crate::script::dataset::ScriptSource;
 use crate::spec::{SpecError, SpecSet};
-
-/// The exit status of a process stopped by Ctrl-C (128 + SIGINT); a second
-/// Ctrl-C exits with it at once.
-pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// Which backend runs the tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,6 +216,9 @@ pub struct Engine {
 pub struct Executed {
     pub records: Records,
     pub interrupted: bool,
+    /// A second Ctrl-C: the evaluations were left running-or-not and the
+    /// containers removed; the command ends now (exit 130), writing nothing.
+    pub abandoned: bool,
     /// Evaluation tasks that panicked (a bug; nothing recorded for them).
     pub failed_tasks: usize,
     /// Results that could not be written (what failed, naming the path);
@@ -386,9 +386,11 @@ impl Engine {
     }
 
     /// Run jobs with progress on stderr; Ctrl-C stops running evaluations
-    /// (their results are not recorded), a second Ctrl-C exits.
+    /// (their results are not recorded), a second Ctrl-C removes the
+    /// containers and returns at once, `abandoned`.
     pub async fn execute(&self, jobs: Vec<Job>) -> Executed {
         let (cancel_tx, cancel_rx) = watch::channel(false);
+        let (abandon_tx, abandon_rx) = tokio::sync::oneshot::channel::<()>();
         let interrupted = Arc::new(AtomicBool::new(false));
         let watcher = {
             let interrupted = interrupted.clone();
@@ -406,36 +408,62 @@ impl Engine {
                             runner.backend.kill_running(),
                         )
                         .await;
-                        // exit() runs no destructors: the scratch goes by hand.
+                        // The command exits at once, with nothing run after it.
                         let _ = std::fs::remove_dir_all(&scratch);
-                        std::process::exit(EXIT_INTERRUPTED);
+                        let _ = abandon_tx.send(());
                     }
                 }
             })
         };
-        // Before the progress display: the docker backend states its cache budget.
-        self.runner.backend.start().await;
         let (tx, rx) = mpsc::unbounded_channel();
         let reporter = tokio::spawn(progress::terminal(rx));
-        let started = Instant::now();
-        // Containers of a killed earlier process on this run id.
+        let images = tx.clone();
         self.runner
             .backend
-            .remove_stale(self.runner.cfg.rundir.run_id())
-            .await;
+            .report_to(Some(ImageEvents::new(move |e| {
+                let _ = images.send(RunEvent::Images(e));
+            })));
+        let started = Instant::now();
         let chosen_tests: BTreeSet<EvalKey> = jobs
             .iter()
             .filter(|j| j.directives.is_some())
             .map(Job::key)
             .collect();
-        let ran = self.runner.clone().run(jobs, tx, cancel_rx).await;
-        let _ = reporter.await;
+        let running = async {
+            // Before the progress display: the docker backend states its cache budget.
+            self.runner.backend.start().await;
+            // Containers of a killed earlier process on this run id.
+            self.runner
+                .backend
+                .remove_stale(self.runner.cfg.rundir.run_id())
+                .await;
+            self.runner.clone().run(jobs, tx, cancel_rx).await
+        };
+        // A second Ctrl-C drops the running evaluations (their tasks are
+        // aborted with the runner's task set) and returns at once.
+        let ran = tokio::select! {
+            ran = running => ran,
+            Ok(()) = abandon_rx => {
+                return Executed {
+                    records: Records::new(),
+                    interrupted: true,
+                    abandoned: true,
+                    failed_tasks: 0,
+                    unwritten: Vec::new(),
+                    elapsed: started.elapsed(),
+                };
+            }
+        };
         watcher.abort();
         self.runner.backend.finish().await;
+        // The reporter ends once the backend holds no sender of it.
+        self.runner.backend.report_to(None);
+        let _ = reporter.await;
         self.record_after_run(&ran.records, &chosen_tests);
         Executed {
             records: ran.records,
             interrupted: interrupted.load(Ordering::SeqCst),
+            abandoned: false,
             failed_tasks: ran.failed_tasks,
             unwritten: ran.unwritten,
             elapsed: started.elapsed(),

@@ -74,6 +74,10 @@ pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
                     None => eprintln!("{line}"),
                 }
             }
+            RunEvent::Images(event) => match &bar {
+                Some(b) => b.println(event.to_string()),
+                None => eprintln!("{event}"),
+            },
             RunEvent::Finished { elapsed } => {
                 if let Some(b) = bar.take() {
                     b.finish_and_clear();

@@ -85,14 +85,22 @@ pub(crate) fn assert_matches_reference(parser: LogParser, min_cases: usize) {
             },
         };
         match &case.expected {
-            Some(expected) => assert_eq!(
-                &got.statuses,
-                expected,
-                "{} (instance {} version {}) differs from the reference parser's map",
-                case.log_path.display(),
-                case.instance_id,
-                case.version
-            ),
+            Some(expected) => {
+                assert_eq!(
+                    &got.statuses,
+                    expected,
+                    "{} (instance {} version {}) differs from the reference parser's map",
+                    case.log_path.display(),
+                    case.instance_id,
+                    case.version
+                );
+                assert_eq!(
+                    got.reference_error,
+                    None,
+                    "{}: the reference does not raise on this log",
+                    case.log_path.display()
+                );
+            }
             None => assert!(
                 got.reference_error.is_some(),
                 "{}: the reference raises on this log, patchgrade did not say so",

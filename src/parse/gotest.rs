@@ -34,6 +34,14 @@ pub(crate) fn parse_gotest(log: &str) -> RawParse {
 mod tests {
     use crate::parse::{parse_log, status_map, LogParser, TestStatus::*};
 
+    /// Real `go test -v` logs (go1.26, a demo module: subtests with spaces,
+    /// slashes and unicode, parallel subtests, a `--- PASS:` line printed by
+    /// a test, a panic) against what the reference's parser makes of them.
+    #[test]
+    fn captured_logs_match_the_reference() {
+        crate::parse::fixtures::assert_matches_reference(LogParser::GoTest, 3);
+    }
+
     /// Real `go test -v ./...` output (go1.19.8, Debian's golang-go) of a
     /// demo package with passing, failing, skipped and sub-tests.
     const GO_RUN: &str = "\

@@ -3,7 +3,7 @@
 //! The datasets' FAIL_TO_PASS / PASS_TO_PASS ids were produced by the
 //! reference's parsers, so each parser here reproduces their tokenisation
 //! exactly, quirks included. The reference is SWE-bench 5.0.2 (W5:
-//! `swebench/harness/log_parsers/{python,rust,go,java,javascript}.py`);
+//! `swebench/harness/log_parsers/{python,rust,go,java,javascript,php,ruby,c}.py`);
 //! where v4.1.0 (V4) behaved differently the parser module says so. The
 //! captured logs they are checked against are described in docs/parsers.md.
 //!
@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+mod c;
 mod cargo;
 mod django;
 #[cfg(test)]
@@ -21,10 +22,13 @@ pub(crate) mod fixtures;
 mod gotest;
 mod java;
 mod javascript;
+mod php;
 mod py;
 mod pytest;
+mod ruby;
 mod sympy;
 mod unittest;
+mod xml;
 
 /// Status of one test as the reference harness records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -135,6 +139,19 @@ pub enum LogParser {
     Tap,
     /// Jest or JestJson by the instance: see [`LogParser::for_instance`].
     ImmutableJs,
+    // PHP, Ruby, C/C++ (W5 `php.py`, `ruby.py`, `c.py`).
+    Phpunit,
+    Minitest,
+    Cucumber,
+    RubyUnit,
+    RspecTransformedJson,
+    /// Minitest or Cucumber by the instance: see [`LogParser::for_instance`].
+    Jekyll,
+    Redis,
+    Jq,
+    Googletest,
+    Doctest,
+    MicropythonTest,
 }
 
 /// A parser name that [`LogParser::from_str`] does not know.
@@ -187,6 +204,17 @@ impl LogParser {
         LogParser::Karma,
         LogParser::Tap,
         LogParser::ImmutableJs,
+        LogParser::Phpunit,
+        LogParser::Minitest,
+        LogParser::Cucumber,
+        LogParser::RubyUnit,
+        LogParser::RspecTransformedJson,
+        LogParser::Jekyll,
+        LogParser::Redis,
+        LogParser::Jq,
+        LogParser::Googletest,
+        LogParser::Doctest,
+        LogParser::MicropythonTest,
     ];
 
     /// Short name; the reference's registry key is `parse_log_<name>`.
@@ -211,6 +239,17 @@ impl LogParser {
             LogParser::Karma => "karma",
             LogParser::Tap => "tap",
             LogParser::ImmutableJs => "immutable_js",
+            LogParser::Phpunit => "phpunit",
+            LogParser::Minitest => "minitest",
+            LogParser::Cucumber => "cucumber",
+            LogParser::RubyUnit => "ruby_unit",
+            LogParser::RspecTransformedJson => "rspec_transformed_json",
+            LogParser::Jekyll => "jekyll",
+            LogParser::Redis => "redis",
+            LogParser::Jq => "jq",
+            LogParser::Googletest => "googletest",
+            LogParser::Doctest => "doctest",
+            LogParser::MicropythonTest => "micropython_test",
         }
     }
 
@@ -226,6 +265,7 @@ impl LogParser {
         let _ = version;
         match self {
             LogParser::ImmutableJs => javascript::immutable_js_for(instance_id),
+            LogParser::Jekyll => ruby::jekyll_for(instance_id),
             other => Ok(other),
         }
     }
@@ -295,6 +335,23 @@ pub fn parse_log_raw(parser: LogParser, log: &str) -> RawParse {
             ),
             ..RawParse::default()
         },
+        LogParser::Phpunit => php::parse_phpunit(log),
+        LogParser::Minitest => ruby::parse_minitest(log),
+        LogParser::Cucumber => ruby::parse_cucumber(log),
+        LogParser::RubyUnit => ruby::parse_ruby_unit(log),
+        LogParser::RspecTransformedJson => ruby::parse_rspec_transformed_json(log),
+        LogParser::Jekyll => RawParse {
+            // The reference picks minitest or cucumber by the PR number.
+            reference_error: Some(
+                "parse_log_jekyll needs the instance id (LogParser::for_instance)".into(),
+            ),
+            ..RawParse::default()
+        },
+        LogParser::Redis => c::parse_redis(log),
+        LogParser::Jq => c::parse_jq(log),
+        LogParser::Googletest => c::parse_googletest(log),
+        LogParser::Doctest => c::parse_doctest(log),
+        LogParser::MicropythonTest => c::parse_micropython_test(log),
     }
 }
 
@@ -338,7 +395,12 @@ mod tests {
             );
             assert_eq!(p.to_string(), p.name());
         }
-        assert_eq!(LogParser::ALL.len(), 19);
+        assert_eq!(LogParser::ALL.len(), 30);
+        assert_eq!("parse_log_ruby_unit".parse(), Ok(LogParser::RubyUnit));
+        assert_eq!(
+            "parse_log_micropython_test".parse(),
+            Ok(LogParser::MicropythonTest)
+        );
         assert_eq!("gotest".parse(), Ok(LogParser::GoTest));
         assert_eq!("parse_log_gotest".parse(), Ok(LogParser::GoTest));
         assert_eq!("parse_log_cargo".parse(), Ok(LogParser::Cargo));

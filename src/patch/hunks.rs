@@ -2,7 +2,7 @@
 //! counts, stripped context spaces, prose after the last line) and their
 //! new-side starts.
 
-use super::parse::{is_section_start, malformed, SrcLine};
+use super::lines::{is_section_start, malformed, SrcLine};
 use super::PatchError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,7 @@ mod apply;
 mod fuzzy;
 pub(crate) mod hunks;
 mod in_tree;
+mod lines;
 mod normalise;
 mod parse;
 pub(crate) mod paths;

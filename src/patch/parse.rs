@@ -8,15 +8,9 @@
 //! their hunks and [`super::paths`] the paths in their headers.
 
 use super::hunks::{parse_hunks, renumber, Hunk};
+use super::lines::{is_section_start, malformed, SrcLine};
 use super::paths::{dash_path, detect_prefix, header_path, split_git_line, strip_first};
 use super::PatchError;
-
-/// One input line with its 1-based number in the raw text, for error messages.
-#[derive(Debug, Clone)]
-pub(crate) struct SrcLine {
-    pub no: usize,
-    pub text: String,
-}
 
 /// One file's part of a patch, after prefix stripping.
 #[derive(Debug, Clone, Default)]
@@ -76,13 +70,6 @@ impl Section {
     }
 }
 
-pub(super) fn malformed(line: usize, reason: impl Into<String>) -> PatchError {
-    PatchError::Malformed {
-        line,
-        reason: reason.into(),
-    }
-}
-
 /// Splits raw text into lines, repairs CRLF transport mangling and drops
 /// everything before the first file header.
 ///
@@ -122,12 +109,6 @@ pub(crate) fn clean_lines(raw: &str) -> Result<Vec<SrcLine>, PatchError> {
             None => Err(PatchError::NoDiff),
         },
     }
-}
-
-pub(super) fn is_section_start(lines: &[SrcLine], i: usize) -> bool {
-    let t = &lines[i].text;
-    t.starts_with("diff --git ")
-        || (t.starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.text.starts_with("+++ ")))
 }
 
 /// Parses cleaned lines into file sections.

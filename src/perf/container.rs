@@ -12,32 +12,24 @@
 //! execs the driver: build of every variant, warm-ups, interleaved rounds.
 //! Setup output goes to stderr, the driver's JSON lines to stdout.
 //! The container is removed on every path (the end, an error, a timeout, a
-//! dropped future).
+//! dropped future): it is run through [`crate::backend::docker::engine`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
-use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder,
-    StartContainerOptions, UploadToContainerOptionsBuilder, WaitContainerOptions,
-};
-use bollard::{body_full, Docker};
-use futures_util::StreamExt;
+use bollard::container::LogOutput;
+use bollard::Docker;
 use serde_json::json;
 
 use super::record::{parse_driver_output, DriverOutput, RecordError};
 use super::workload::{Workload, WorkloadItem};
+use crate::backend::docker::engine::{self, ApiError, ContainerSpec, RunFailure, RunPlan};
+use crate::backend::docker::images::TESTBED;
 use crate::script::quote;
 
 /// The driver, embedded so the binary needs nothing beside it.
 pub const DRIVER: &str = include_str!("../../harness-scripts/perf/driver.py");
-
-/// Limit on one short engine call (create, upload, start, remove).
-const API_TIMEOUT: Duration = Duration::from_secs(120);
-/// Where the tree lives in the instance images.
-const TESTBED: &str = "/testbed";
 
 /// A perf measurement could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -52,14 +44,8 @@ pub enum ContainerError {
     Changes { path: String, reason: String },
     #[error("failed to build the archive: {0}")]
     Archive(#[from] std::io::Error),
-    #[error("docker {call}: {source}")]
-    Docker {
-        call: &'static str,
-        #[source]
-        source: bollard::errors::Error,
-    },
-    #[error("docker {0}: no answer within 120 s")]
-    ApiTimeout(&'static str),
+    #[error(transparent)]
+    Engine(#[from] ApiError),
     #[error("the measurement did not finish within {0:?}")]
     Timeout(Duration),
     #[error("the perf container exited with {code:?}: {stderr_tail}")]
@@ -380,52 +366,6 @@ fn archive(
     b.into_inner()
 }
 
-async fn call<T>(
-    what: &'static str,
-    fut: impl std::future::Future<Output = Result<T, bollard::errors::Error>>,
-) -> Result<T, ContainerError> {
-    match tokio::time::timeout(API_TIMEOUT, fut).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(source)) => Err(ContainerError::Docker { call: what, source }),
-        Err(_) => Err(ContainerError::ApiTimeout(what)),
-    }
-}
-
-/// Removes its container when dropped (error paths, cancelled futures).
-struct Guard {
-    docker: Docker,
-    id: Option<String>,
-}
-
-impl Guard {
-    async fn remove(mut self) {
-        if let Some(id) = self.id.take() {
-            remove(&self.docker, &id).await;
-        }
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let (Some(id), Ok(rt)) = (self.id.take(), tokio::runtime::Handle::try_current()) {
-            let docker = self.docker.clone();
-            rt.spawn(async move { remove(&docker, &id).await });
-        }
-    }
-}
-
-async fn remove(docker: &Docker, id: &str) {
-    let opts = RemoveContainerOptionsBuilder::default()
-        .force(true)
-        .v(true)
-        .build();
-    match tokio::time::timeout(API_TIMEOUT, docker.remove_container(id, Some(opts))).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!("could not remove perf container {id}: {e}"),
-        Err(_) => tracing::warn!("removing perf container {id}: no answer"),
-    }
-}
-
 fn tail(s: &str, n: usize) -> String {
     let start = s.len().saturating_sub(n);
     let start = (start..=s.len())
@@ -447,34 +387,6 @@ pub async fn measure(
     check_names(variants)?;
     let started = Instant::now();
     let tar = archive(variants, workload, opts)?;
-    let host = HostConfig {
-        init: Some(true),
-        network_mode: Some(if opts.network { "bridge" } else { "none" }.into()),
-        memory: Some(opts.memory_bytes),
-        memory_swap: Some(opts.memory_bytes),
-        pids_limit: Some(opts.pids_limit),
-        cpuset_cpus: opts.cpuset.clone(),
-        log_config: Some(HostConfigLogConfig {
-            typ: Some("none".into()),
-            config: None,
-        }),
-        ..Default::default()
-    };
-    let body = ContainerCreateBody {
-        image: Some(image.to_string()),
-        cmd: Some(vec!["bash".into(), "/perf/run.sh".into()]),
-        working_dir: Some("/".into()),
-        labels: Some(std::collections::HashMap::from([
-            ("patchgrade.run_id".to_string(), opts.run_id.clone()),
-            ("patchgrade.perf".to_string(), "1".to_string()),
-        ])),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
-        // Network mode "none" isolates; `network_disabled` would also drop
-        // /etc/hosts, and with it `localhost` (as in the eval containers).
-        host_config: Some(host),
-        ..Default::default()
-    };
     let name = format!(
         "patchgrade-perf.{}.{}-{}-{:08x}",
         opts.run_id
@@ -485,64 +397,52 @@ pub async fn measure(
         SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         rand_suffix()
     );
-    let create = CreateContainerOptionsBuilder::default().name(&name).build();
-    let created = call(
-        "create container",
-        docker.create_container(Some(create), body),
-    )
-    .await?;
-    let guard = Guard {
-        docker: docker.clone(),
-        id: Some(created.id.clone()),
+    let spec = ContainerSpec {
+        name,
+        image: image.to_string(),
+        cmd: vec!["bash".into(), "/perf/run.sh".into()],
+        working_dir: "/".into(),
+        labels: std::collections::HashMap::from([
+            ("patchgrade.run_id".to_string(), opts.run_id.clone()),
+            ("patchgrade.perf".to_string(), "1".to_string()),
+        ]),
+        network: opts.network,
+        net_admin: false,
+        memory: opts.memory_bytes,
+        nano_cpus: None,
+        cpuset: opts.cpuset.clone(),
+        pids_limit: opts.pids_limit,
+        // Removed here, after its exit code is read.
+        auto_remove: false,
     };
-    let id = created.id;
-    let result = tokio::time::timeout(opts.timeout, async {
-        let upload = UploadToContainerOptionsBuilder::default().path("/").build();
-        call(
-            "upload to container",
-            docker.upload_to_container(&id, Some(upload), body_full(tar.into())),
-        )
-        .await?;
-        let attach = AttachContainerOptionsBuilder::default()
-            .stream(true)
-            .stdout(true)
-            .stderr(true)
-            .logs(false)
-            .build();
-        let mut output = call("attach", docker.attach_container(&id, Some(attach)))
-            .await?
-            .output;
-        call(
-            "start container",
-            docker.start_container(&id, None::<StartContainerOptions>),
-        )
-        .await?;
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        while let Some(chunk) = output.next().await {
-            match chunk {
-                Ok(bollard::container::LogOutput::StdOut { message }) => {
-                    out.extend_from_slice(&message)
-                }
-                Ok(other) => err.extend_from_slice(&other.into_bytes()),
-                Err(source) => {
-                    return Err(ContainerError::Docker {
-                        call: "attach",
-                        source,
-                    })
-                }
+    let container = engine::create(docker, &spec, &engine::Live::default()).await?;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut split = |chunk: LogOutput| match chunk {
+        LogOutput::StdOut { message } => out.extend_from_slice(&message),
+        other => err.extend_from_slice(&other.into_bytes()),
+    };
+    let plan = RunPlan {
+        upload: Some(tar),
+        deadline: None,
+        cancel: None,
+        watch_exit: false,
+        wait_code: true,
+        output: &mut split,
+    };
+    let result = tokio::time::timeout(opts.timeout, container.run(plan)).await;
+    container.remove().await;
+    let ran = match result.map_err(|_| ContainerError::Timeout(opts.timeout))? {
+        Ok(ran) => ran,
+        Err(RunFailure::Call(e)) => return Err(e.into()),
+        Err(RunFailure::Stream(source)) => {
+            return Err(ApiError::Api {
+                op: "attach".into(),
+                source,
             }
+            .into())
         }
-        let mut wait = docker.wait_container(&id, None::<WaitContainerOptions>);
-        let code = match wait.next().await {
-            Some(Ok(r)) => Some(r.status_code),
-            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Some(code),
-            _ => None,
-        };
-        Ok((out, err, code))
-    })
-    .await;
-    guard.remove().await;
-    let (out, err, code) = result.map_err(|_| ContainerError::Timeout(opts.timeout))??;
+    };
+    let code = ran.code;
     let stdout = String::from_utf8_lossy(&out).into_owned();
     let stderr = String::from_utf8_lossy(&err).into_owned();
     if code != Some(0) {

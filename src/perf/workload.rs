@@ -314,7 +314,19 @@ fn test_items(
             LogParser::Django => django_directive(id),
             LogParser::Unittest => id.clone(),
             LogParser::Sympy => return Err(unsupported("its ids name a function, not its file")),
-            LogParser::Cargo | LogParser::GoTest => {
+            LogParser::Cargo
+            | LogParser::GoTest
+            | LogParser::Phpunit
+            | LogParser::Minitest
+            | LogParser::Cucumber
+            | LogParser::RubyUnit
+            | LogParser::RspecTransformedJson
+            | LogParser::Jekyll
+            | LogParser::Redis
+            | LogParser::Jq
+            | LogParser::Googletest
+            | LogParser::Doctest
+            | LogParser::MicropythonTest => {
                 return Err(unsupported("selecting one test is not implemented for it"))
             }
             LogParser::Maven

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::backend::docker::images::Suite;
+use crate::debian::Suite;
 pub use find::{HostPython, HostSearch, PythonDir};
 
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use super::{Job, Runner};
-use crate::backend::{Backend, Env, Workspace};
+use crate::backend::{Env, Workspace};
 use crate::grade;
 use crate::outcome::{Outcome, Timings};
 use crate::patch::{apply_in_tree, ApplyStrategy, FileChange, Patch, TreeChanges};
@@ -165,7 +165,7 @@ impl<'a> Evaluation<'a> {
         // a checkout only to apply a candidate that cannot be applied in
         // memory (the fuzzy fallback), or to say what broke a failed
         // environment in the order a checkout-first run would.
-        let in_memory = matches!(self.runner.backend, Backend::Docker(_));
+        let in_memory = self.runner.backend.applies_in_memory();
         let mut co = self.workspace(&mut rs, !in_memory).await?;
         let (env, activate) = match self.prepare_environment(&rs, &co.ws).await {
             Ok(v) => v,
@@ -504,11 +504,18 @@ impl<'a> Evaluation<'a> {
             used.sha256
         ));
         self.record.eval_script = Some(used);
+        // The engine refuses `--eval-script dataset` on the local backend.
+        let Some(layout) = self.runner.backend.image_layout() else {
+            return Err(stop(
+                Outcome::EnvironmentBuildFailed,
+                "the dataset's eval_script runs in images; this backend has none",
+            ));
+        };
         Ok(DatasetScript {
-            testbed: crate::backend::docker::images::TESTBED,
-            venv: crate::backend::docker::images::VENV,
+            testbed: layout.testbed,
+            venv: layout.venv,
             base_commit: &inst.base_commit,
-            activate: &crate::backend::docker::images::activate_line(),
+            activate: &layout.activate,
             script: text,
             spec: &rs.spec,
             base_time: self.base_time,

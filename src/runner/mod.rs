@@ -58,6 +58,9 @@ pub enum RunEvent {
     Finished {
         elapsed: Duration,
     },
+    /// The docker backend's image cache: budget, removals, what the run
+    /// reused and built (at the start, the end, or when it connects).
+    Images(crate::backend::docker::events::ImageEvent),
 }
 
 /// What reporters are told of a finished evaluation. Not the whole record:

@@ -4,6 +4,7 @@
 //! environment.
 
 use super::*;
+use patchgrade::exit;
 
 /// Resolved passes are audited: a fix that also edits the tests' setup, or
 /// that copies the code, is resolved but suspect, with evidence.
@@ -32,7 +33,7 @@ fn resolved_passes_are_audited_clean_or_suspect() {
     ];
     w.sb.write("preds.jsonl", &jsonl(&preds));
     let out = w.sb.run(&w.args("a", "preds.jsonl", &[]));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     for id in ["w-clean", "w-tamper", "w-leak"] {
         assert_eq!(w.sb.outcome("a", "m", id), "resolved", "{id}");
     }
@@ -189,7 +190,7 @@ fn audit_rerun_finds_held_out_failures_and_gold_divergence() {
         "dyn",
     ];
     args.extend(common);
-    assert_eq!(sb.run(&args).status.code(), Some(0));
+    assert_eq!(sb.run(&args).status.code(), Some(exit::OK));
     for id in ["s-gold", "s-div", "s-over"] {
         assert_eq!(
             sb.outcome("dyn", "m", id),
@@ -200,7 +201,7 @@ fn audit_rerun_finds_held_out_failures_and_gold_divergence() {
     // Static re-audit alone changes nothing for these.
     let mut args = vec!["audit", "logs/run_evaluation/dyn"];
     args.extend(common);
-    assert_eq!(sb.run(&args).status.code(), Some(0));
+    assert_eq!(sb.run(&args).status.code(), Some(exit::OK));
     assert_eq!(sb.record("dyn", "m", "s-div")["audit"]["verdict"], "clean");
 
     let mut args = vec![
@@ -213,7 +214,7 @@ fn audit_rerun_finds_held_out_failures_and_gold_divergence() {
     ];
     args.extend(common);
     let out = sb.run(&args);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert_eq!(sb.record("dyn", "m", "s-gold")["audit"]["verdict"], "clean");
     let div = sb.record("dyn", "m", "s-div");
     assert_eq!(div["audit"]["verdict"], "suspect", "{div}");
@@ -245,7 +246,7 @@ fn history_newer_than_the_base_is_found_inside_the_environment() {
     let row = w.row("w-1");
     w.sb.write("dataset.jsonl", &jsonl(&[row]));
     let out = w.sb.run(&w.args("h1", "gold", &[]));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let clean = w.sb.record("h1", "gold", "w-1");
     assert_eq!(clean["audit"]["verdict"], "clean", "{clean}");
     let log = std::fs::read_to_string(
@@ -267,7 +268,7 @@ fn history_newer_than_the_base_is_found_inside_the_environment() {
     let mut args = w.args("h2", "gold", &[]);
     let pos = args.iter().position(|a| *a == "specs").unwrap();
     args[pos] = "specs-leaky";
-    assert_eq!(w.sb.run(&args).status.code(), Some(0));
+    assert_eq!(w.sb.run(&args).status.code(), Some(exit::OK));
     let rec = w.sb.record("h2", "gold", "w-1");
     assert_eq!(rec["outcome"], "resolved");
     assert_eq!(rec["audit"]["verdict"], "suspect", "{rec}");

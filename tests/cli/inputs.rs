@@ -4,6 +4,7 @@
 //! lost its markers is unresolved with its last line quoted.
 
 use super::*;
+use patchgrade::exit;
 
 #[test]
 fn hostile_and_odd_inputs_each_get_their_outcome() {
@@ -78,7 +79,7 @@ fn hostile_and_odd_inputs_each_get_their_outcome() {
     ];
     sb.write("preds.jsonl", &jsonl(&preds));
     let out = sb.run(&w.args("odd", "preds.jsonl", &["--timeout", "5"]));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert_eq!(sb.outcome("odd", "m", "w-escape"), "patch_apply_failed");
     assert!(!sb.path().join("escaped.txt").exists());
     assert_eq!(sb.outcome("odd", "m", "w-binary"), "resolved");
@@ -135,7 +136,7 @@ fn bad_inputs_stop_before_any_work_with_file_and_line() {
         "--backend",
         "local",
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("malformed.jsonl:2:"), "{err}");
     assert!(!sb.path().join("logs").exists(), "no work was done");
@@ -155,7 +156,7 @@ fn bad_inputs_stop_before_any_work_with_file_and_line() {
         "--backend",
         "local",
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("missing.jsonl:1:") && err.contains("base_commit"),
@@ -181,7 +182,7 @@ fn bad_inputs_stop_before_any_work_with_file_and_line() {
         "--backend",
         "local",
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope-9"));
     assert!(!sb.path().join("logs").exists(), "no work was done");
 }
@@ -192,13 +193,13 @@ fn instance_ids_filter_and_unknown_ids() {
     let rows = vec![w.row("w-1"), w.row("w-2")];
     w.sb.write("dataset.jsonl", &jsonl(&rows));
     let out = w.sb.run(&w.args("f", "gold", &["--instance-ids", "w-2"]));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let s = w.sb.summary("gold", "f");
     assert_eq!(s["total_instances"], 1);
     assert_eq!(s["resolved_ids"], serde_json::json!(["w-2"]));
     assert!(!w.sb.path().join("logs/run_evaluation/f/gold/w-1").exists());
     let out = w.sb.run(&w.args("f2", "gold", &["--instance-ids", "w-3"]));
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT));
     assert!(String::from_utf8_lossy(&out.stderr).contains("w-3"));
 }
 
@@ -212,7 +213,7 @@ fn a_log_without_its_markers_is_unresolved_and_says_where_it_stopped() {
     let out = w.sb.run(&w.args("km", "gold", &[]));
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(exit::OK),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

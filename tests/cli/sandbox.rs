@@ -5,6 +5,7 @@
 //! script's sandbox as many times as its state file says.
 
 use super::*;
+use patchgrade::exit;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -69,7 +70,7 @@ fn a_sandbox_that_did_not_start_is_an_infra_error_retried_once() {
     // Once: the retry runs the script, and gold is graded as gold.
     let out = run_with_failing_bwrap(&w, "once", 1);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(out.status.code(), Some(exit::OK), "{err}");
     assert_eq!(left(&w.sb.path().join("bwrap-failures-once")), "0");
     assert!(
         err.contains("infra error, retrying once: the sandbox did not start: bwrap: Creating new namespace failed"),
@@ -81,7 +82,7 @@ fn a_sandbox_that_did_not_start_is_an_infra_error_retried_once() {
     // verdict on the candidate.
     let out = run_with_failing_bwrap(&w, "always", 5);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert_eq!(out.status.code(), Some(exit::INCONCLUSIVE), "{err}");
     assert_eq!(
         left(&w.sb.path().join("bwrap-failures-always")),
         "3",

@@ -2,6 +2,7 @@
 //! longest tests of earlier runs (`<cache>/durations.json`) first.
 
 use super::*;
+use patchgrade::exit;
 
 /// Instance ids in the order the progress lines name them.
 fn finished_order(stderr: &str) -> Vec<String> {
@@ -26,7 +27,7 @@ fn evaluations_start_with_the_unknown_then_the_longest_earlier_tests() {
     };
     // A first run records each instance's test seconds in the cache folder.
     let out = w.sb.run(&one_worker("first"));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let path = w.sb.cache().join("durations.json");
     let recorded: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     for id in ids {
@@ -56,7 +57,7 @@ fn evaluations_start_with_the_unknown_then_the_longest_earlier_tests() {
     rows.push(w.row("acme__widgets-s4"));
     w.sb.write("dataset.jsonl", &jsonl(&rows));
     let out = w.sb.run(&one_worker("second"));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert_eq!(
         finished_order(&String::from_utf8_lossy(&out.stderr)),
         [

@@ -228,6 +228,26 @@ pub fn instance(
 /// `COMMAND` over the sandbox's dataset.jsonl, specs/ and mirrors/ on the
 /// Docker backend, the base image bootstrapped (`--base-image none`): the
 /// arguments every Docker test starts from.
+/// `run` on the local backend over the sandbox's dataset.jsonl and mirrors,
+/// with the spec folder `specs`.
+pub fn local_args<'a>(run_id: &'a str, preds: &'a str, specs: &'a str) -> Vec<&'a str> {
+    vec![
+        "run",
+        "--dataset",
+        "dataset.jsonl",
+        "--predictions",
+        preds,
+        "--run-id",
+        run_id,
+        "--backend",
+        "local",
+        "--specs",
+        specs,
+        "--mirror-dir",
+        "mirrors",
+    ]
+}
+
 pub fn docker_args<'a>(command: &'a str, preds: &'a str, run_id: &'a str) -> Vec<&'a str> {
     vec![
         command,

@@ -6,6 +6,7 @@
 //! in the host's would cut the machine's own engine off its bridge. Its images
 //! come from the main engine (`docker save | docker --host … load`).
 
+use patchgrade::exit;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -153,7 +154,7 @@ fn a_dockerd_restart_mid_run_is_retried_once_it_answers_again() {
     }
     c.write();
     let out = c.run("warm", &["--max-workers", "2"], &[]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let records: Vec<_> = ["s1", "s2", "q1", "q2"]
         .iter()
         .map(|case| c.record("warm", case))

@@ -1,6 +1,7 @@
 //! The log folder's disk full: a small tmpfs mounted over the run's log
 //! folder (needs root, as CI has).
 
+use patchgrade::exit;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -89,7 +90,10 @@ fn a_full_log_disk_is_a_clear_error_and_nothing_half_written_is_reused() {
     let out = c.run(run, &["--max-workers", "1"], &env);
     // Completed (0, or the documented exit for infra failures left after
     // the retry); never a crash.
-    assert!(!matches!(out.status.code(), Some(1 | 2 | 130) | None));
+    assert!(!matches!(
+        out.status.code(),
+        Some(exit::INTERNAL | exit::BAD_INPUT | exit::INTERRUPTED) | None
+    ));
     let rec = c.record(run, "flood");
     assert_eq!(rec["outcome"], "infra_error", "{rec}");
     let detail = rec["detail"].as_str().unwrap();
@@ -121,7 +125,7 @@ fn a_full_log_disk_is_a_clear_error_and_nothing_half_written_is_reused() {
     // Room again: the failed one is evaluated again, the others reused.
     disk.resize("64m");
     let out = c.run(run, &["--max-workers", "1"], &env);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.matches("(reused)").count(), 2, "{err}");
     assert_eq!(c.record(run, "flood")["outcome"], "resolved");

@@ -4,6 +4,7 @@
 //! checks its own case, then that every instance of the run kept its
 //! expected verdict and that nothing of the run is left.
 
+use patchgrade::exit;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -164,7 +165,10 @@ impl Shared {
         // 0, or the documented exit for infra failures left after the retry
         // (the panic case); never a crash, bad input or interrupt.
         assert!(
-            !matches!(self.code, Some(1 | 2 | 3 | 130) | None),
+            !matches!(
+                self.code,
+                Some(exit::INTERNAL | exit::BAD_INPUT | exit::INFRA | exit::INTERRUPTED) | None
+            ),
             "exit {:?}: {}",
             self.code,
             self.stderr

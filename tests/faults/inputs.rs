@@ -1,6 +1,7 @@
 //! Faults of the inputs and the disk: rows patchgrade must load or refuse
 //! clearly, a prediction file of 100,000 rows, the log folder's disk full.
 
+use patchgrade::exit;
 use std::process::Command;
 use std::time::Instant;
 
@@ -33,7 +34,7 @@ fn invalid_utf8_in_a_patch_is_an_error_at_its_line() {
     bytes.push(b'\n');
     std::fs::write(c.path().join("preds.jsonl"), &bytes).unwrap();
     let out = c.run("utf8", &["--backend", "local"], &[]);
-    assert_eq!(out.status.code(), Some(2), "bad input");
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT), "bad input");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("preds.jsonl:2: invalid UTF-8"), "{err}");
     assert!(
@@ -118,7 +119,7 @@ fn a_hundred_thousand_empty_or_identical_predictions_stay_under_300_mib() {
         rss_kib / 1024,
         t.elapsed()
     );
-    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(code, Some(exit::OK), "{err}");
     assert!(rss_kib <= 300 * 1024, "peak RSS {} MiB", rss_kib / 1024);
     // Every row recorded (the summary has one verdict per instance; the
     // progress lines have one per row).
@@ -154,7 +155,7 @@ fn a_half_written_record_is_never_read_as_finished() {
     let run = "half";
     let extra = ["--backend", "local", "--no-sandbox"];
     let out = c.run(run, &extra, &[]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     // The record cut short, as a copy interrupted by a crash leaves it.
     let rec_path = c.eval_dir(run, "gold").join("patchgrade.json");
     let text = std::fs::read_to_string(&rec_path).unwrap();
@@ -163,7 +164,7 @@ fn a_half_written_record_is_never_read_as_finished() {
     let rep =
         c.w.sb
             .run(&["report", &format!("logs/run_evaluation/{run}")]);
-    assert_eq!(rep.status.code(), Some(2));
+    assert_eq!(rep.status.code(), Some(exit::BAD_INPUT));
     let err = String::from_utf8_lossy(&rep.stderr);
     assert!(
         err.contains(&format!("{}/patchgrade.json", c.id("gold"))),
@@ -171,7 +172,7 @@ fn a_half_written_record_is_never_read_as_finished() {
     );
     // A rerun evaluates it again, reuses the other.
     let out = c.run(run, &extra, &[]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!("{} resolved\n", c.id("gold"))),
@@ -198,7 +199,11 @@ fn a_record_that_cannot_be_written_is_named_and_exits_3() {
     let blocked = c.eval_dir(run, "gold").join("patchgrade.json");
     std::fs::create_dir_all(blocked.join("occupied")).unwrap();
     let out = c.run(run, &["--backend", "local", "--no-sandbox"], &[]);
-    assert_eq!(out.status.code(), Some(3), "infrastructure failure");
+    assert_eq!(
+        out.status.code(),
+        Some(exit::INFRA),
+        "infrastructure failure"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("results could not be written")

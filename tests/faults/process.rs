@@ -2,6 +2,7 @@
 //! interrupted once or twice, two processes on one run id, a test that
 //! outlives `--timeout` ignoring SIGTERM.
 
+use patchgrade::exit;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
@@ -67,7 +68,7 @@ fn kill_9_then_rerun_reuses_results_and_removes_leftovers() {
         .collect();
 
     let out = c.run(run, &extra, &[]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("left by an earlier process"), "{err}");
     assert_eq!(err.matches("(reused)").count(), 3, "{err}");
@@ -195,7 +196,7 @@ fn a_second_process_on_the_same_run_id_is_refused() {
     let second = c.run(run, &extra, &[]);
     assert_eq!(
         second.status.code(),
-        Some(2),
+        Some(exit::BAD_INPUT),
         "documented exit for a run in use"
     );
     let err = String::from_utf8_lossy(&second.stderr);
@@ -220,7 +221,7 @@ fn a_second_process_on_the_same_run_id_is_refused() {
     let q1_pred = prediction(&c.id("q1"), "m", Some(&c.w.gold));
     c.w.sb.write("preds.jsonl", &jsonl(&[q1_pred]));
     let third = c.run(run, &["--instance-ids", &c.id("q1")], &[]);
-    assert_eq!(third.status.code(), Some(0));
+    assert_eq!(third.status.code(), Some(exit::OK));
     assert!(String::from_utf8_lossy(&third.stderr).contains("(reused)"));
     c.assert_nothing_left(None, run);
     c.remove_images();
@@ -236,7 +237,7 @@ fn a_test_sleeping_past_the_timeout_ignoring_sigterm_times_out() {
     let run = "timeout";
     let t = Instant::now();
     let out = c.run(run, &["--max-workers", "2", "--timeout", "8"], &[]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert!(
         t.elapsed() < Duration::from_secs(120),
         "took {:?}",

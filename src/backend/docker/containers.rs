@@ -3,31 +3,24 @@
 //! with the candidate's changed files and the eval script as one tar
 //! (inside the command when small, else uploaded before start), attach,
 //! start, read the output until the script exits, remove (after the result
-//! is returned; `finish` awaits the removals). The
+//! is returned; `finish` awaits the removals), through [`super::engine`]. The
 //! container's command is the eval script itself, so there is no idle main
 //! process to stop: removal is immediate. A timeout, an interrupt, an error
 //! or a dropped future all remove the container.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
-use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder,
-    StartContainerOptions, UploadToContainerOptionsBuilder,
-};
-use bollard::{body_full, Docker};
-use futures_util::StreamExt;
+use bollard::container::LogOutput;
 
 use super::archive::{applied_archive, candidate_changes, inline_command, run_archive, INLINE_MAX};
 use super::capped::CappedLog;
-use super::daemon::is_status;
-use super::exits::{Ended, ExitWatch};
+use super::engine::{self, ContainerId, ContainerSpec, Removable, RunFailure, RunPlan, Stop};
+use super::exits::Ended;
 use super::images::TESTBED;
 use super::stale::{PID_LABEL, RUN_LABEL};
-use super::{locked, DockerBackend, DockerEnv, DockerError, API_TIMEOUT};
+use super::{locked, DockerBackend, DockerEnv, DockerError};
 use crate::backend::{InfraError, RunOutput, Workspace};
 use crate::outcome::ContainerTimings;
 use crate::spec::ResolvedSpec;
@@ -56,7 +49,7 @@ impl DockerBackend {
         ws: &Workspace,
         script: &str,
         timeout: Duration,
-        mut cancel: tokio::sync::watch::Receiver<bool>,
+        cancel: tokio::sync::watch::Receiver<bool>,
     ) -> Result<RunOutput, InfraError> {
         if *cancel.borrow() {
             return Ok(RunOutput {
@@ -80,109 +73,69 @@ impl DockerBackend {
         let docker = self.docker().await?;
         let t = Instant::now();
         let inline = (archive.len() <= INLINE_MAX).then(|| inline_command(&archive));
-        let uploads = inline.is_none();
-        let container = self.create_container(env, rs, inline).await?;
+        let upload = inline.is_none().then_some(archive);
+        let container = engine::create(docker, &self.container_spec(env, rs, inline), &self.live)
+            .await
+            .map_err(DockerError::from)?;
         phases.create = t.elapsed().as_secs_f64();
-        let guard = ContainerGuard {
-            docker: docker.clone(),
-            id: container.clone(),
-            live: self.live.clone(),
-            armed: true,
-        };
-        if uploads {
-            let t = Instant::now();
-            let upload = UploadToContainerOptionsBuilder::default().path("/").build();
-            self.call(
-                "upload to container",
-                docker.upload_to_container(&container, Some(upload), body_full(archive.into())),
-            )
-            .await?;
-            phases.upload = t.elapsed().as_secs_f64();
-        }
-        let t = Instant::now();
-        let attach = AttachContainerOptionsBuilder::default()
-            .stream(true)
-            .stdout(true)
-            .stderr(true)
-            .logs(false)
-            .build();
-        let mut output = self
-            .call("attach", docker.attach_container(&container, Some(attach)))
-            .await?
-            .output;
-        phases.attach = t.elapsed().as_secs_f64();
-        let watch = ExitWatch::start(docker, &container);
-        let t = Instant::now();
-        self.call(
-            "start container",
-            docker.start_container(&container, None::<StartContainerOptions>),
-        )
-        .await?;
-        phases.start = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-
         let mut log = CappedLog::new(max_log());
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let interrupted = async move {
-            let fired = cancel.wait_for(|c| *c).await.is_ok();
-            if !fired {
-                // No sender any more: nothing can interrupt this run.
-                std::future::pending::<()>().await;
+        let mut push = |chunk: LogOutput| log.push(&chunk.into_bytes());
+        let plan = RunPlan {
+            upload,
+            deadline: Some(timeout),
+            cancel: Some(cancel),
+            watch_exit: true,
+            wait_code: false,
+            output: &mut push,
+        };
+        let ran = match container.run(plan).await {
+            Ok(ran) => ran,
+            Err(RunFailure::Call(e)) => return Err(DockerError::from(e).into()),
+            Err(RunFailure::Stream(e)) => {
+                container.remove().await;
+                return Err(InfraError::Other(format!(
+                    "docker attach to the test container: {e}"
+                )));
             }
         };
-        tokio::pin!(interrupted);
-        let (timed_out, cancelled) = loop {
-            tokio::select! {
-                item = output.next() => match item {
-                    Some(Ok(chunk)) => {
-                        log.push(&chunk.into_bytes());
-                    }
-                    Some(Err(e)) => {
-                        guard.remove().await;
-                        return Err(InfraError::Other(format!("docker attach to the test container: {e}")));
-                    }
-                    None => break (false, false),
-                },
-                _ = &mut deadline => break (true, false),
-                _ = &mut interrupted => break (false, true),
-            }
-        };
-        phases.run = t.elapsed().as_secs_f64();
-        let elapsed = started.elapsed();
-        drop(output);
+        phases.upload = ran.phases.upload;
+        phases.attach = ran.phases.attach;
+        phases.start = ran.phases.start;
+        phases.run = ran.phases.run;
+        let elapsed = ran.stopped_at.duration_since(started);
         // The output ended by itself: the events say whether the kernel
         // OOM-killed something, or the engine went away (then the log is
         // cut short by the engine, an infra error, not the candidate's).
         let mut oom_killed_at = None;
-        if !timed_out && !cancelled {
-            match watch.ended(Duration::from_secs(10)).await {
-                Ended::Died {
-                    killed: Some(signal),
-                    ..
-                } => {
-                    guard.remove().await;
-                    return Err(InfraError::Other(format!(
-                        "the test container was stopped from outside (signal {signal}) while the tests ran: the Docker engine shut down or someone stopped it"
-                    )));
-                }
-                Ended::Died { oom, killed: None } => {
-                    if oom {
-                        oom_killed_at = Some(self.args.memory.clone());
-                    }
-                }
-                Ended::EngineLost(why) => {
-                    guard.remove().await;
-                    return Err(InfraError::Other(format!(
-                        "the Docker engine went away while the tests ran: {why}"
-                    )));
-                }
-                Ended::Unknown => tracing::warn!("container {container}: no exit event"),
+        match ran.ended {
+            Some(Ended::Died {
+                killed: Some(signal),
+                ..
+            }) => {
+                container.remove().await;
+                return Err(InfraError::Other(format!(
+                    "the test container was stopped from outside (signal {signal}) while the tests ran: the Docker engine shut down or someone stopped it"
+                )));
             }
+            Some(Ended::Died {
+                oom: true,
+                killed: None,
+            }) => oom_killed_at = Some(self.args.memory.clone()),
+            Some(Ended::Died {
+                oom: false,
+                killed: None,
+            }) => {}
+            Some(Ended::EngineLost(why)) => {
+                container.remove().await;
+                return Err(InfraError::Other(format!(
+                    "the Docker engine went away while the tests ran: {why}"
+                )));
+            }
+            Some(Ended::Unknown) => tracing::warn!("container {}: no exit event", container.id),
+            None => {}
         }
         // The result does not wait for the removal: `finish` awaits it.
-        let removal = tokio::spawn(guard.remove());
-        {
+        if let Some(removal) = container.remove_later() {
             let mut pending = locked(&self.removals);
             pending.retain(|h| !h.is_finished());
             pending.push(removal);
@@ -190,8 +143,8 @@ impl DockerBackend {
         let (log, capped) = log.finish();
         Ok(RunOutput {
             log,
-            timed_out,
-            cancelled,
+            timed_out: ran.stop == Stop::TimedOut,
+            cancelled: ran.stop == Stop::Cancelled,
             elapsed,
             container: Some(phases),
             oom_killed_at,
@@ -201,12 +154,12 @@ impl DockerBackend {
 
     /// `inline`: a command that unpacks the run archive itself (see
     /// [`inline_command`]); `None`: the archive is uploaded before start.
-    async fn create_container(
+    fn container_spec(
         &self,
         env: &DockerEnv,
         rs: &ResolvedSpec,
         inline: Option<Vec<String>>,
-    ) -> Result<String, DockerError> {
+    ) -> ContainerSpec {
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let short = env
             .image
@@ -227,124 +180,32 @@ impl DockerBackend {
                 }
             })
             .collect();
-        let name = format!("{short}.{run}.{}-{n}", std::process::id());
-        let host = HostConfig {
-            init: Some(true),
-            network_mode: Some(if rs.spec.network { "bridge" } else { "none" }.into()),
-            memory: Some(self.memory),
-            memory_swap: Some(self.memory),
-            nano_cpus: Some(self.nano_cpus),
-            pids_limit: Some(self.args.pids_limit),
-            cap_add: (!rs.spec.network && rs.spec.blackhole_routes)
-                .then(|| vec!["NET_ADMIN".to_string()]),
-            // Removed by the engine once the script ends, even if patchgrade
-            // is gone by then; patchgrade also removes it on every path.
-            auto_remove: Some(true),
-            log_config: Some(HostConfigLogConfig {
-                typ: Some("none".into()),
-                config: None,
-            }),
-            ..Default::default()
-        };
-        let body = ContainerCreateBody {
-            image: Some(env.id.clone()),
-            cmd: Some(inline.unwrap_or_else(|| vec!["bash".into(), "/patchgrade-run.sh".into()])),
-            working_dir: Some(TESTBED.into()),
-            labels: Some(HashMap::from([
+        ContainerSpec {
+            name: format!("{short}.{run}.{}-{n}", std::process::id()),
+            image: env.id.clone(),
+            cmd: inline.unwrap_or_else(|| vec!["bash".into(), "/patchgrade-run.sh".into()]),
+            working_dir: TESTBED.into(),
+            labels: HashMap::from([
                 (RUN_LABEL.to_string(), self.run_id.clone()),
                 (PID_LABEL.to_string(), std::process::id().to_string()),
                 ("patchgrade.image".to_string(), env.image.clone()),
-            ])),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            // No `network_disabled`: network mode "none" already leaves only
-            // loopback, and a disabled network also drops the engine's
-            // /etc/hosts, so `localhost` stops resolving (Django's live
-            // server tests bind to it: django__django-13809).
-            host_config: Some(host),
-            ..Default::default()
-        };
-        let opts = CreateContainerOptionsBuilder::default().name(&name).build();
-        let created = self
-            .call(
-                "create container",
-                self.docker().await?.create_container(Some(opts), body),
-            )
-            .await?;
-        locked(&self.live).insert(created.id.clone());
-        Ok(created.id)
+            ]),
+            network: rs.spec.network,
+            net_admin: !rs.spec.network && rs.spec.blackhole_routes,
+            memory: self.memory,
+            nano_cpus: Some(self.nano_cpus),
+            cpuset: None,
+            pids_limit: self.args.pids_limit,
+            // The container's command is the eval script: it ends by itself.
+            auto_remove: true,
+        }
     }
 
     /// Remove every container this backend has running (second Ctrl-C).
     pub async fn kill_running(&self) {
         let Some(conn) = self.conn.get() else { return };
-        let ids: Vec<String> = locked(&self.live).drain().collect();
-        for id in ids {
-            remove_container(&conn.docker, &id).await;
-        }
-    }
-}
-
-/// Force-remove a container, waiting until it is gone.
-pub(super) async fn remove_container(docker: &Docker, id: &str) {
-    let opts = RemoveContainerOptionsBuilder::default()
-        .force(true)
-        .v(true)
-        .build();
-    for _ in 0..50 {
-        match tokio::time::timeout(API_TIMEOUT, docker.remove_container(id, Some(opts.clone())))
-            .await
-        {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) if is_status(&e, &[404]) => return,
-            // 409: the engine is removing it already (auto-remove); wait.
-            Ok(Err(e)) if is_status(&e, &[409]) => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            Ok(Err(e)) => {
-                tracing::warn!("could not remove container {id}: {e}");
-                return;
-            }
-            Err(_) => {
-                tracing::warn!(
-                    "removing container {id}: no answer within {}s",
-                    API_TIMEOUT.as_secs()
-                );
-                return;
-            }
-        }
-    }
-}
-
-/// Removes its container when dropped without [`ContainerGuard::remove`]
-/// (an error path, a panic, a cancelled future).
-struct ContainerGuard {
-    docker: Docker,
-    id: String,
-    live: Arc<Mutex<HashSet<String>>>,
-    armed: bool,
-}
-
-impl ContainerGuard {
-    async fn remove(mut self) {
-        self.armed = false;
-        remove_container(&self.docker, &self.id).await;
-        locked(&self.live).remove(&self.id);
-    }
-}
-
-impl Drop for ContainerGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let (docker, id, live) = (self.docker.clone(), self.id.clone(), self.live.clone());
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                remove_container(&docker, &id).await;
-                locked(&live).remove(&id);
-            });
-        }
+        let ids: Vec<ContainerId> = locked(&self.live).drain().collect();
+        ContainerId::remove_all(&conn.docker, ids).await;
     }
 }
 

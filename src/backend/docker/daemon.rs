@@ -122,28 +122,6 @@ pub async fn wait_answers(limit: Duration) -> bool {
     }
 }
 
-/// Whether the engine answered with one of these HTTP status codes.
-/// Why one engine call failed: the engine's error, or no answer in time.
-pub(crate) enum CallFailure {
-    Api(bollard::errors::Error),
-    Timeout(u64),
-}
-
-/// One engine call with a hard time limit (`API_TIMEOUT`).
-pub(crate) async fn timed<T>(
-    fut: impl std::future::Future<Output = Result<T, bollard::errors::Error>>,
-) -> Result<T, CallFailure> {
-    match tokio::time::timeout(super::API_TIMEOUT, fut).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(CallFailure::Api(e)),
-        Err(_) => Err(CallFailure::Timeout(super::API_TIMEOUT.as_secs())),
-    }
-}
-
-pub(crate) fn is_status(e: &bollard::errors::Error, codes: &[u16]) -> bool {
-    matches!(e, bollard::errors::Error::DockerResponseServerError { status_code, .. } if codes.contains(status_code))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

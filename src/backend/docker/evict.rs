@@ -15,6 +15,8 @@ use bollard::Docker;
 use futures_util::StreamExt;
 
 use super::cache::{self, human, Budget, Entry, Index};
+use super::engine::call;
+use super::events::ImageEvent;
 use super::{locked, Conn, DockerBackend};
 
 impl DockerBackend {
@@ -26,6 +28,7 @@ impl DockerBackend {
     /// evicts, so this run never starts on images being removed.
     async fn take_lease(&self) {
         let path = self.scratch.join("images.lock");
+        let events = locked(&self.events).clone();
         let taken = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(path.parent().unwrap_or(std::path::Path::new(".")))?;
             let file = std::fs::OpenOptions::new()
@@ -35,7 +38,9 @@ impl DockerBackend {
                 .truncate(false)
                 .open(&path)?;
             if !flock(&file, libc::LOCK_SH | libc::LOCK_NB)? {
-                eprintln!("image cache: waiting for another run's eviction to end");
+                if let Some(events) = &events {
+                    events.tell(ImageEvent::LeaseWait);
+                }
                 flock(&file, libc::LOCK_SH)?;
             }
             Ok::<_, std::io::Error>(file)
@@ -43,8 +48,12 @@ impl DockerBackend {
         .await;
         match taken {
             Ok(Ok(file)) => *locked(&self.lease) = Some(file),
-            Ok(Err(e)) => eprintln!("warning: image cache lease: {e}; evicting as if alone"),
-            Err(e) => eprintln!("warning: image cache lease: {e}; evicting as if alone"),
+            Ok(Err(e)) => self.tell(ImageEvent::LeaseFailed {
+                error: e.to_string(),
+            }),
+            Err(e) => self.tell(ImageEvent::LeaseFailed {
+                error: e.to_string(),
+            }),
         }
     }
 
@@ -58,7 +67,7 @@ impl DockerBackend {
     }
 
     /// Loads the index (images gone from the engine, or re-tagged, are
-    /// dropped), works out the budget and says both on stderr.
+    /// dropped), works out the budget and tells both.
     pub(super) async fn open_index(
         &self,
         docker: &Docker,
@@ -67,7 +76,9 @@ impl DockerBackend {
         self.take_lease().await;
         let path = self.index_path();
         let mut index = Index::load(&path).unwrap_or_else(|e| {
-            eprintln!("warning: {e}; starting a new index");
+            self.tell(ImageEvent::IndexUnreadable {
+                error: e.to_string(),
+            });
             Index::empty(&path)
         });
         let gone: Vec<String> = index
@@ -81,7 +92,7 @@ impl DockerBackend {
             index.forgotten.insert(name);
         }
         let usage = cache::usage(&index.images);
-        let root = match self.call("info", docker.info()).await {
+        let root = match call("info", docker.info()).await {
             Ok(info) => info.docker_root_dir,
             Err(e) => {
                 tracing::warn!("{e}");
@@ -92,13 +103,12 @@ impl DockerBackend {
             .as_deref()
             .and_then(|r| cache::free_space(std::path::Path::new(r)).map(|f| (f, r)));
         let budget = cache::budget(self.budget_flag, free, usage);
-        eprintln!(
-            "image cache: {} in {} images ({usage} bytes), budget {} ({})",
-            human(usage),
-            index.images.len(),
-            human(budget.bytes),
-            budget.rule
-        );
+        self.tell(ImageEvent::Budget {
+            usage,
+            images: index.images.len(),
+            budget: budget.bytes,
+            rule: budget.rule.clone(),
+        });
         *locked(&self.index) = Some(index);
         budget
     }
@@ -157,21 +167,20 @@ impl DockerBackend {
             );
             self.remove_images(&conn.docker, waves, &why).await
         } else {
-            eprintln!(
-                "image cache: eviction left to the last run to end: another run is using this cache folder"
-            );
+            self.tell(ImageEvent::EvictionLeft);
             HashSet::new()
         };
         index.images.retain(|n, _| !removed.contains(n));
         let usage = cache::usage(&index.images);
-        eprintln!(
-            "image cache: {} in {} images ({usage} bytes), budget {}",
-            human(usage),
-            index.images.len(),
-            human(budget.bytes)
-        );
+        self.tell(ImageEvent::Usage {
+            usage,
+            images: index.images.len(),
+            budget: budget.bytes,
+        });
         if let Err(e) = index.save(&removed) {
-            eprintln!("warning: {e}");
+            self.tell(ImageEvent::IndexNotSaved {
+                error: e.to_string(),
+            });
         }
         locked(&self.lease).take();
         removed.len()
@@ -179,7 +188,7 @@ impl DockerBackend {
 
     /// The index entry of an image now in the engine (time not set).
     async fn entry_of(&self, docker: &Docker, name: &str) -> Option<Entry> {
-        match self.call("inspect image", docker.inspect_image(name)).await {
+        match call("inspect image", docker.inspect_image(name)).await {
             Ok(i) => Some(Entry {
                 id: i.id.unwrap_or_default(),
                 last_used: 0,

@@ -3,6 +3,9 @@
 //! registry needed.
 //!
 //! - [`daemon`]: finding and connecting to the engine.
+//! - [`engine`]: the one layer over the engine's API (timed calls, removal
+//!   on every path, a script run in a container), shared with swarm and perf.
+//! - [`events`]: what the backend tells about its images.
 //! - [`images`]: the image tiers, their plans and how they are built, pulled
 //!   or bootstrapped.
 //! - [`containers`]: one evaluation's container, from creation to removal.
@@ -17,30 +20,31 @@ pub mod cache;
 pub mod capped;
 pub mod containers;
 pub mod daemon;
+pub mod engine;
+pub mod events;
 mod evict;
 pub mod exits;
 pub mod images;
 pub mod stale;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuilder};
 use bollard::Docker;
 
 use super::{EnvError, InfraError};
+use engine::{call, ApiError, ContainerId, Live};
+use events::{ImageEvent, ImageEvents};
+// Image builds and pulls set their own limits from it.
 use crate::python::{HostSearch, Interpreter, PythonDir, PythonError};
 use crate::record::{Environment, ImageEnv};
 use crate::repo::RepoCache;
+use engine::API_TIMEOUT;
 use images::plans::Root;
 use images::{CacheLevel, ImageError, Suite, Tier};
-
-/// Limit on one short engine call (create, upload, start, remove, inspect).
-const API_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Options of the Docker backend (the command line's Docker flags, in `cli`).
 #[derive(Debug, Clone)]
@@ -125,16 +129,16 @@ pub enum PullFailure {
     Absent,
 }
 
-impl DockerError {
-    /// The error of a failed engine call named `op`.
-    pub(crate) fn call(op: &str, f: daemon::CallFailure) -> DockerError {
-        let op = op.to_string();
-        match f {
-            daemon::CallFailure::Api(source) => DockerError::Api { op, source },
-            daemon::CallFailure::Timeout(secs) => DockerError::Timeout { op, secs },
+impl From<ApiError> for DockerError {
+    fn from(e: ApiError) -> DockerError {
+        match e {
+            ApiError::Api { op, source } => DockerError::Api { op, source },
+            ApiError::Timeout { op, secs } => DockerError::Timeout { op, secs },
         }
     }
+}
 
+impl DockerError {
     /// Whether the failure is the engine's (worth a retry) rather than the
     /// environment's.
     pub fn is_infra(&self) -> bool {
@@ -229,6 +233,28 @@ impl DockerEnv {
     }
 }
 
+/// Where things are in every image the Docker and swarm backends run, for
+/// scripts written outside the backend (the dataset's eval script).
+#[derive(Debug, Clone)]
+pub struct ImageLayout {
+    /// The repository's tree.
+    pub testbed: &'static str,
+    /// patchgrade's env.
+    pub venv: &'static str,
+    /// Shell that activates the image's env.
+    pub activate: String,
+}
+
+impl ImageLayout {
+    pub fn of_images() -> ImageLayout {
+        ImageLayout {
+            testbed: images::TESTBED,
+            venv: images::VENV,
+            activate: images::activate_line(),
+        }
+    }
+}
+
 /// The interpreter chosen for a spec's `python` value, with the host
 /// build's file list (walked once per run).
 #[derive(Debug)]
@@ -286,7 +312,7 @@ pub struct DockerBackend {
     built: Mutex<HashSet<String>>,
     used: Mutex<BTreeSet<Used>>,
     /// Containers alive now, removed by [`DockerBackend::kill_running`].
-    live: Arc<Mutex<HashSet<String>>>,
+    live: Live<ContainerId>,
     seq: AtomicU64,
     /// `--cache-budget`, parsed.
     budget_flag: Option<u64>,
@@ -296,6 +322,8 @@ pub struct DockerBackend {
     lease: Mutex<Option<std::fs::File>>,
     /// Containers being removed off the critical path, awaited by `finish`.
     removals: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Where its [`ImageEvent`]s go; `None`: nowhere.
+    events: Mutex<Option<ImageEvents>>,
 }
 
 impl DockerBackend {
@@ -383,7 +411,21 @@ impl DockerBackend {
             index: Mutex::default(),
             lease: Mutex::default(),
             removals: Mutex::default(),
+            events: Mutex::default(),
         })
+    }
+
+    /// Sends the backend's [`ImageEvent`]s to `events` from now on (`None`:
+    /// nowhere).
+    pub fn report_to(&self, events: Option<ImageEvents>) {
+        *locked(&self.events) = events;
+    }
+
+    fn tell(&self, event: ImageEvent) {
+        let sink = locked(&self.events).clone();
+        if let Some(sink) = sink {
+            sink.tell(event);
+        }
     }
 
     async fn conn(&self) -> Result<&Conn, DockerError> {
@@ -391,16 +433,7 @@ impl DockerBackend {
             .get_or_try_init(|| async {
                 let docker = daemon::connect().await?;
                 let opts = ListImagesOptionsBuilder::default().all(false).build();
-                let images = tokio::time::timeout(API_TIMEOUT, docker.list_images(Some(opts)))
-                    .await
-                    .map_err(|_| DockerError::Timeout {
-                        op: "list images".into(),
-                        secs: API_TIMEOUT.as_secs(),
-                    })?
-                    .map_err(|source| DockerError::Api {
-                        op: "list images".into(),
-                        source,
-                    })?;
+                let images = call("list images", docker.list_images(Some(opts))).await?;
                 let present: HashMap<String, String> = images
                     .into_iter()
                     .flat_map(|i| {
@@ -481,26 +514,16 @@ impl DockerBackend {
         });
     }
 
-    /// One engine call with a hard time limit.
-    async fn call<T>(
-        &self,
-        op: &str,
-        fut: impl Future<Output = Result<T, bollard::errors::Error>>,
-    ) -> Result<T, DockerError> {
-        daemon::timed(fut)
-            .await
-            .map_err(|f| DockerError::call(op, f))
-    }
-
     /// The image's id and first registry digest, or None when it is absent.
     async fn inspect(&self, name: &str) -> Result<Option<(String, Option<String>)>, DockerError> {
-        match daemon::timed(self.docker().await?.inspect_image(name)).await {
+        let op = format!("inspect image {name}");
+        match call(&op, self.docker().await?.inspect_image(name)).await {
             Ok(i) => Ok(Some((
                 i.id.unwrap_or_default(),
                 i.repo_digests.and_then(|d| d.into_iter().next()),
             ))),
-            Err(daemon::CallFailure::Api(e)) if daemon::is_status(&e, &[404]) => Ok(None),
-            Err(f) => Err(DockerError::call(&format!("inspect image {name}"), f)),
+            Err(e) if e.is_status(&[404]) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -527,11 +550,12 @@ impl DockerBackend {
         let built = locked(&self.built).clone();
         let instances: Vec<&Used> = used.iter().filter(|u| u.tier == Tier::Instance).collect();
         let fresh = instances.iter().filter(|u| built.contains(&u.name)).count();
-        eprintln!(
-            "images: {} instance images reused, {fresh} built ({} images built in all); {removed} removed",
-            instances.len() - fresh,
-            built.len(),
-        );
+        self.tell(ImageEvent::Summary {
+            reused: instances.len() - fresh,
+            built_instances: fresh,
+            built: built.len(),
+            removed,
+        });
     }
 
     /// `--cache-level`: images of the tiers it does not keep go.
@@ -565,8 +589,8 @@ impl DockerBackend {
         self.remove_images(&conn.docker, waves, &why).await.len()
     }
 
-    /// Removes images, a few at once, wave after wave, with a line per
-    /// image on stderr; returns those removed.
+    /// Removes images, a few at once, wave after wave, with an event per
+    /// image; returns those removed.
     async fn remove_images(
         &self,
         docker: &Docker,
@@ -579,15 +603,17 @@ impl DockerBackend {
         if total == 0 {
             return removed;
         }
-        eprintln!("removing {total} images ({why})");
+        self.tell(ImageEvent::Removing {
+            total,
+            why: why.to_string(),
+        });
         let mut done = 0;
         for wave in waves {
             let mut results = futures_util::stream::iter(wave)
                 .map(|name| async move {
                     let opts = RemoveImageOptionsBuilder::default().force(false).build();
-                    let r = self
-                        .call("remove image", docker.remove_image(&name, Some(opts), None))
-                        .await;
+                    let r =
+                        call("remove image", docker.remove_image(&name, Some(opts), None)).await;
                     (name, r)
                 })
                 .buffer_unordered(4);
@@ -595,10 +621,19 @@ impl DockerBackend {
                 done += 1;
                 match r {
                     Ok(_) => {
-                        eprintln!("  removed {name} ({done}/{total})");
+                        self.tell(ImageEvent::Removed {
+                            name: name.clone(),
+                            done,
+                            total,
+                        });
                         removed.insert(name);
                     }
-                    Err(e) => eprintln!("  could not remove {name} ({done}/{total}): {e}"),
+                    Err(e) => self.tell(ImageEvent::NotRemoved {
+                        name,
+                        done,
+                        total,
+                        error: e.to_string(),
+                    }),
                 }
             }
         }

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use bollard::query_parameters::ListContainersOptionsBuilder;
 
-use super::containers::remove_container;
-use super::{DockerBackend, API_TIMEOUT};
+use super::engine::{call, remove_container};
+use super::DockerBackend;
 
 /// Labels of every test container.
 pub const RUN_LABEL: &str = "patchgrade.run_id";
@@ -31,18 +31,13 @@ impl DockerBackend {
             .all(true)
             .filters(&filters)
             .build();
-        let listed =
-            match tokio::time::timeout(API_TIMEOUT, docker.list_containers(Some(opts))).await {
-                Ok(Ok(l)) => l,
-                Ok(Err(e)) => {
-                    tracing::warn!("cannot list containers of run {run_id}: {e}");
-                    return 0;
-                }
-                Err(_) => {
-                    tracing::warn!("listing containers of run {run_id}: no answer");
-                    return 0;
-                }
-            };
+        let listed = match call("list containers", docker.list_containers(Some(opts))).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!("cannot list containers of run {run_id}: {e}");
+                return 0;
+            }
+        };
         let me = std::process::id().to_string();
         let mut removed = 0;
         for c in listed {

@@ -10,8 +10,9 @@ use bollard::query_parameters::{
 };
 use bollard::Docker;
 
-use super::{call, locked, Owner, SwarmBackend, SwarmError};
-use crate::backend::docker::daemon::is_status;
+use super::objects::Object;
+use super::{locked, Owner, SwarmBackend, SwarmError};
+use crate::backend::docker::engine::{call, is_status, ApiError, Removable};
 
 /// The overlay of specs that opt into network.
 pub const NET_OPEN: &str = "patchgrade-open";
@@ -139,7 +140,7 @@ pub(super) async fn remove_stale(docker: &Docker, owner: &Owner) {
             .and_then(|sp| sp.labels.clone())
             .unwrap_or_default();
         if let (true, Some(id)) = (stale(&labels, owner), s.id) {
-            objects.push(super::jobs::Object::Service(id));
+            objects.push(Object::Service(id));
         }
     }
     let opts = ListConfigsOptionsBuilder::default()
@@ -155,7 +156,7 @@ pub(super) async fn remove_stale(docker: &Docker, owner: &Owner) {
             .and_then(|sp| sp.labels.clone())
             .unwrap_or_default();
         if let (true, Some(id)) = (stale(&labels, owner), c.id) {
-            objects.push(super::jobs::Object::Config(id));
+            objects.push(Object::Config(id));
         }
     }
     let opts = ListNetworksOptionsBuilder::default()
@@ -166,7 +167,7 @@ pub(super) async fn remove_stale(docker: &Docker, owner: &Owner) {
         .unwrap_or_default();
     for n in networks {
         if let (true, Some(id)) = (stale(&n.labels.clone().unwrap_or_default(), owner), n.id) {
-            objects.push(super::jobs::Object::Network(id));
+            objects.push(Object::Network(id));
         }
     }
     if !objects.is_empty() {
@@ -174,7 +175,7 @@ pub(super) async fn remove_stale(docker: &Docker, owner: &Owner) {
             "removing {} services, configs and networks left by killed runs",
             objects.len()
         );
-        super::jobs::remove_all(docker, objects).await;
+        Object::remove_all(docker, objects).await;
     }
 }
 
@@ -222,10 +223,11 @@ pub(super) async fn ensure_network(
         Ok(_) => Ok(()),
         // Another run made it at the same moment.
         Err(e) if is_status(&e, &[409]) => Ok(()),
-        Err(source) => Err(SwarmError::Api {
+        Err(source) => Err(ApiError::Api {
             op: format!("create network {name}"),
             source,
-        }),
+        }
+        .into()),
     }
 }
 

@@ -2,11 +2,11 @@
 //! the candidate's changed files, the eval script, its launcher) as configs,
 //! a `replicated-job` service with one task that unpacks them and runs the
 //! launcher, polling until the task ends, its logs, and the removal of the
-//! service and configs on every path (a dropped future included).
+//! service and configs on every path (a dropped future included: an
+//! [`engine::Guard`](crate::backend::docker::engine::Guard)).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -23,9 +23,10 @@ use bollard::Docker;
 use futures_util::StreamExt;
 
 use super::cluster::{create_network, ensure_network, NET_OPEN};
-use super::{call, locked, SwarmBackend, SwarmEnv, SwarmError};
+use super::objects::Object;
+use super::{locked, SwarmBackend, SwarmEnv, SwarmError};
 use crate::backend::docker::containers::run_archive_of;
-use crate::backend::docker::daemon::is_status;
+use crate::backend::docker::engine::{call, within, Guard};
 use crate::backend::docker::images::TESTBED;
 use crate::backend::{InfraError, RunOutput, Workspace};
 use crate::spec::ResolvedSpec;
@@ -50,16 +51,6 @@ const POLL: Duration = Duration::from_millis(100);
 const NODE_CHECK: Duration = Duration::from_secs(2);
 /// At most this much test output is kept (as the docker backend).
 const MAX_LOG: usize = 256 << 20;
-
-/// A service or config of this backend, by id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Object {
-    Service(String),
-    Config(String),
-    /// An evaluation's own overlay: freed on its node only after the task's
-    /// container is gone, so removed in the background (and at the end).
-    Network(String),
-}
 
 /// The run archive cut into config-sized chunks.
 pub fn chunks(archive: &[u8]) -> Result<Vec<&[u8]>, SwarmError> {
@@ -135,13 +126,7 @@ impl SwarmBackend {
         let docker = self.docker().await?;
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let name = format!("patchgrade-{}-{}-{n}", self.owner.pid, nonce());
-        let mut guard = Guard {
-            docker: docker.clone(),
-            objects: Vec::new(),
-            live: self.live.clone(),
-            removed: self.removed.clone(),
-            armed: true,
-        };
+        let mut guard = Guard::new(docker, &self.live);
         let labels = self.owner.labels();
         // Without network: an `--internal` overlay of its own, so the task
         // reaches neither the outside nor other evaluations' tasks.
@@ -161,10 +146,7 @@ impl SwarmBackend {
                 data: Some(base64::engine::general_purpose::STANDARD.encode(part)),
                 ..Default::default()
             };
-            let id = self
-                .call("create config", docker.create_config(spec))
-                .await?
-                .id;
+            let id = call("create config", docker.create_config(spec)).await?.id;
             guard.add(Object::Config(id.clone()));
             configs.push(TaskSpecContainerSpecConfigs {
                 file: Some(TaskSpecContainerSpecFile1 {
@@ -179,31 +161,32 @@ impl SwarmBackend {
             });
         }
         let spec = self.service_spec(&name, env, rs, &network, configs, labels);
-        let service = self
-            .call("create service", docker.create_service(spec, None))
+        let service = call("create service", docker.create_service(spec, None))
             .await?
             .id
             .ok_or_else(|| {
                 InfraError::Other("docker create service: no id in the answer".into())
             })?;
         guard.add(Object::Service(service.clone()));
+        // Its task's container goes after it: waited for at the end.
+        locked(&self.removed).push(service.clone());
         let created = started.elapsed();
 
         let (ended, node) = match self.follow(&service, timeout, &mut cancel).await {
             Ok(v) => v,
             Err(e) => {
-                guard.remove().await;
+                remove(guard).await;
                 return Err(e.into());
             }
         };
         if let Ended::Cancelled = ended {
-            guard.remove().await;
+            remove(guard).await;
             return Ok(cancelled(started.elapsed()));
         }
         let elapsed = started.elapsed();
         let log = self.logs(&service).await;
         let logged = started.elapsed();
-        guard.remove().await;
+        remove(guard).await;
         tracing::debug!(
             "swarm evaluation {name}: created in {:.3}s, ended at {:.3}s, logs at {:.3}s, removed at {:.3}s",
             created.as_secs_f64(),
@@ -416,27 +399,18 @@ impl SwarmBackend {
             .build();
         let mut stream = docker.service_logs(service, Some(opts));
         let mut log = Vec::new();
-        let read = tokio::time::timeout(LOG_TIMEOUT, async {
+        let read = async {
             while let Some(item) = stream.next().await {
-                let chunk = item.map_err(|source| SwarmError::Api {
-                    op: "service logs".into(),
-                    source,
-                })?;
+                let chunk = item?;
                 // Past the limit the rest is only counted (then dropped).
                 if log.len() <= MAX_LOG {
                     log.extend_from_slice(&chunk.into_bytes());
                 }
             }
-            Ok::<(), SwarmError>(())
-        })
-        .await;
-        match read {
-            Ok(r) => r.map(|()| log),
-            Err(_) => Err(SwarmError::Timeout {
-                op: "service logs".into(),
-                secs: LOG_TIMEOUT.as_secs(),
-            }),
-        }
+            Ok::<(), bollard::errors::Error>(())
+        };
+        within("service logs", LOG_TIMEOUT, read).await?;
+        Ok(log)
     }
 }
 
@@ -479,120 +453,12 @@ pub async fn wait_gone(docker: &Docker, services: &[String], pid: u32) {
     }
 }
 
-/// Remove objects: services first (a config or network in use cannot go),
-/// then configs, then networks, waiting for each to be free.
-pub async fn remove_all(docker: &Docker, objects: Vec<Object>) {
-    let rank = |o: &Object| match o {
-        Object::Service(_) => 0,
-        Object::Config(_) => 1,
-        Object::Network(_) => 2,
-    };
-    let mut objects = objects;
-    objects.sort_by_key(rank);
-    for o in &objects {
-        remove(docker, o).await;
-    }
-}
-
-async fn remove(docker: &Docker, o: &Object) {
-    // A network waits for its task's container to leave it on the node.
-    let attempts = if matches!(o, Object::Network(_)) {
-        300
-    } else {
-        50
-    };
-    for attempt in 1..=attempts {
-        let r = match o {
-            Object::Service(id) => call("remove service", docker.delete_service(id)).await,
-            Object::Config(id) => call("remove config", docker.delete_config(id)).await,
-            Object::Network(id) => call("remove network", docker.remove_network(id)).await,
-        };
-        match r {
-            Ok(()) => return,
-            Err(SwarmError::Api { source, .. }) if is_status(&source, &[404]) => return,
-            // In use by a service being removed: wait.
-            Err(SwarmError::Api { source, .. })
-                if is_status(&source, &[400, 403, 409, 500]) && attempt < attempts =>
-            {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            Err(e) => {
-                tracing::warn!("could not remove {o:?}: {e}");
-                return;
-            }
-        }
-    }
-}
-
-/// Removes its objects when dropped without [`Guard::remove`] (an error
-/// path, a panic, a cancelled future).
-struct Guard {
-    docker: Docker,
-    objects: Vec<Object>,
-    live: Arc<Mutex<HashSet<Object>>>,
-    removed: Arc<Mutex<Vec<String>>>,
-    armed: bool,
-}
-
-impl Guard {
-    fn add(&mut self, o: Object) {
-        locked(&self.live).insert(o.clone());
-        if let Object::Service(id) = &o {
-            locked(&self.removed).push(id.clone());
-        }
-        self.objects.push(o);
-    }
-
-    /// Services and configs now; the network in the background, as it
-    /// is freed only once the node removed the task's container.
-    async fn remove(mut self) {
-        self.armed = false;
-        let (networks, objects): (Vec<Object>, Vec<Object>) = std::mem::take(&mut self.objects)
-            .into_iter()
-            .partition(|o| matches!(o, Object::Network(_)));
-        remove_all(&self.docker, objects.clone()).await;
-        {
-            let mut live = locked(&self.live);
-            for o in &objects {
-                live.remove(o);
-            }
-        }
-        if networks.is_empty() {
-            return;
-        }
-        let (docker, live) = (self.docker.clone(), self.live.clone());
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                remove_all(&docker, networks.clone()).await;
-                let mut live = locked(&live);
-                for o in &networks {
-                    live.remove(o);
-                }
-            });
-        }
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let (docker, objects, live) = (
-            self.docker.clone(),
-            std::mem::take(&mut self.objects),
-            self.live.clone(),
-        );
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                remove_all(&docker, objects.clone()).await;
-                let mut live = locked(&live);
-                for o in &objects {
-                    live.remove(o);
-                }
-            });
-        }
-    }
+/// Services and configs now; the network in the background, as it is
+/// freed only once the node removed the task's container.
+async fn remove(mut guard: Guard<Object>) {
+    let networks = guard.split_off(|o| matches!(o, Object::Network(_)));
+    guard.remove().await;
+    networks.remove_later();
 }
 
 #[cfg(test)]

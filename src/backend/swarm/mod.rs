@@ -13,19 +13,21 @@
 //!   removal, and where it ran.
 //! - [`cluster`]: the networks the services join, the removal of what a
 //!   killed run left, node names.
+//! - [`objects`]: services, configs and networks, and their removal.
 
 pub mod cluster;
 pub mod jobs;
+pub mod objects;
 pub mod registry;
 
-use std::collections::{HashMap, HashSet};
-use std::future::Future;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bollard::Docker;
 
+use super::docker::engine::{ApiError, Live, Removable};
 use super::docker::{parse_size, DockerBackend, DockerEnv, DockerError, DockerOptions};
 use super::{EnvError, InfraError};
 use crate::dataset::Instance;
@@ -54,13 +56,8 @@ pub enum SwarmError {
         memory_mib: i64,
         nodes: String,
     },
-    #[error("docker {op}: {source}")]
-    Api {
-        op: String,
-        source: bollard::errors::Error,
-    },
-    #[error("docker {op} did not answer within {secs}s")]
-    Timeout { op: String, secs: u64 },
+    #[error(transparent)]
+    Engine(#[from] ApiError),
     #[error("pushing {image} to {registry} failed: {reason}")]
     Push {
         image: String,
@@ -164,7 +161,7 @@ pub struct SwarmBackend {
     pushed: Mutex<HashMap<String, String>>,
     push_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Services and configs alive now, removed by `kill_running`.
-    live: Arc<Mutex<HashSet<jobs::Object>>>,
+    live: Live<objects::Object>,
     /// Services removed in this run, whose task containers the nodes
     /// remove afterwards (waited for at the end of the run).
     removed: Arc<Mutex<Vec<String>>>,
@@ -179,6 +176,11 @@ impl SwarmBackend {
     /// The interpreters the images got (they are built by the Docker backend).
     pub fn interpreters(&self) -> Vec<crate::python::Interpreter> {
         self.docker.interpreters()
+    }
+
+    /// Where the image events of the docker backend that builds the images go.
+    pub fn report_to(&self, events: Option<crate::backend::docker::events::ImageEvents>) {
+        self.docker.report_to(events);
     }
 
     /// The toolchains the images got (built by the Docker backend).
@@ -288,30 +290,7 @@ impl SwarmBackend {
         let Some(docker) = self.conn.get() else {
             return;
         };
-        let objects: Vec<jobs::Object> = locked(&self.live).drain().collect();
-        jobs::remove_all(docker, objects).await;
-    }
-
-    /// One engine call with a hard time limit.
-    async fn call<T>(
-        &self,
-        op: &str,
-        fut: impl Future<Output = Result<T, bollard::errors::Error>>,
-    ) -> Result<T, SwarmError> {
-        call(op, fut).await
-    }
-}
-
-/// One engine call with a hard time limit.
-async fn call<T>(
-    op: &str,
-    fut: impl Future<Output = Result<T, bollard::errors::Error>>,
-) -> Result<T, SwarmError> {
-    let op = op.to_string();
-    use crate::backend::docker::daemon::{timed, CallFailure};
-    match timed(fut).await {
-        Ok(v) => Ok(v),
-        Err(CallFailure::Api(source)) => Err(SwarmError::Api { op, source }),
-        Err(CallFailure::Timeout(secs)) => Err(SwarmError::Timeout { op, secs }),
+        let objects: Vec<objects::Object> = locked(&self.live).drain().collect();
+        objects::Object::remove_all(docker, objects).await;
     }
 }

@@ -8,7 +8,8 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use futures_util::StreamExt;
 
-use super::{call, locked, SwarmBackend, SwarmError};
+use super::{locked, SwarmBackend, SwarmError};
+use crate::backend::docker::engine::call;
 use crate::backend::docker::DockerEnv;
 
 /// Pushing one image may take long (a first push sends the base layers).
@@ -44,8 +45,7 @@ impl SwarmBackend {
             .repo(&repo)
             .tag(tag)
             .build();
-        self.call("tag image", docker.tag_image(&env.id, Some(opts)))
-            .await?;
+        call("tag image", docker.tag_image(&env.id, Some(opts))).await?;
         let push_failed = |reason: String| SwarmError::Push {
             image: env.image.clone(),
             registry: self.registry.clone(),
@@ -73,9 +73,7 @@ impl SwarmBackend {
             }
         }
         let tagged = format!("{repo}:{tag}");
-        let inspected = self
-            .call("inspect image", docker.inspect_image(&tagged))
-            .await?;
+        let inspected = call("inspect image", docker.inspect_image(&tagged)).await?;
         let prefix = format!("{repo}@");
         let reference = inspected
             .repo_digests

@@ -58,34 +58,9 @@ pub enum ImageError {
     Tar(std::io::Error),
 }
 
-/// The Debian suites base images are made from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Suite {
-    Bullseye,
-    Bookworm,
-    Trixie,
-}
-
-impl Suite {
-    pub const ALL: [Suite; 3] = [Suite::Bullseye, Suite::Bookworm, Suite::Trixie];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Suite::Bullseye => "bullseye",
-            Suite::Bookworm => "bookworm",
-            Suite::Trixie => "trixie",
-        }
-    }
-
-    /// The `python3` the suite ships.
-    pub fn python(self) -> &'static str {
-        match self {
-            Suite::Bullseye => "3.9",
-            Suite::Bookworm => "3.11",
-            Suite::Trixie => "3.13",
-        }
-    }
-}
+/// The Debian suites base images are made from (defined below `python`,
+/// which chooses interpreters by suite).
+pub use crate::debian::Suite;
 
 /// An image tier, as in the reference's cache levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
