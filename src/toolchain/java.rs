@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{pick, Language, Search, Source, Toolchain, ToolchainError, Version};
-use crate::backend::docker::images::Suite;
+use crate::debian::Suite;
 
 /// Where a copied JDK lives in the image.
 pub const HOME: &str = "/opt/patchgrade/jdk";

@@ -352,7 +352,7 @@ impl Search {
 pub fn resolve(
     language: Language,
     asked: &str,
-    suite: crate::backend::docker::images::Suite,
+    suite: crate::debian::Suite,
     search: &Search,
 ) -> Result<Toolchain, ToolchainError> {
     let want = Version::parse(language, asked)?;

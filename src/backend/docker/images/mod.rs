@@ -33,6 +33,7 @@
 pub mod build;
 pub mod hostfiles;
 mod instance;
+pub(crate) mod lines;
 pub mod plans;
 pub mod python;
 pub mod snapshot;

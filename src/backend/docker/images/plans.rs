@@ -4,9 +4,8 @@
 
 use std::path::PathBuf;
 
-use super::python::label_lines;
+use super::lines::{label_lines, offline_env_line};
 use super::snapshot::{TreeDelta, Write, SNAPSHOT_OBJECTS};
-use super::toolchain::offline_env_line;
 use super::{activate_line, arch, name_part, tag_of, ImageError, Suite, Tier, TESTBED, VENV};
 use crate::backend::docker::archive::{
     append_dir, append_file, append_symlink, append_tree, TreeError,

@@ -11,10 +11,10 @@
 //! (compiled once in the image instead) and the static libpython (the image
 //! links against the shared one).
 
-use std::collections::BTreeMap;
 use std::path::{Component, Path};
 
 pub use super::hostfiles::Manifest;
+use super::lines::label_lines;
 use super::plans::{ContextFile, ImagePlan};
 use super::{arch, tag_of, Tier, VENV};
 use crate::python::{Interpreter, PythonError};
@@ -73,16 +73,6 @@ pub fn keep(rel: &Path, exe_name: &str) -> bool {
             .any(|p| matches!(*p, "test" | "tests" | "idle_test")),
         [] => true,
     }
-}
-
-/// LABEL lines for a Dockerfile.
-pub(crate) fn label_lines(labels: &BTreeMap<String, String>) -> String {
-    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
-    let items: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("    \"{}\"=\"{}\"", esc(k), esc(v)))
-        .collect();
-    format!("LABEL \\\n{}", items.join(" \\\n"))
 }
 
 /// The image setup script for `interp`.
@@ -195,6 +185,7 @@ pub fn python_plan(
 mod tests {
     use super::*;
     use crate::python::{resolve, HostSearch};
+    use std::collections::BTreeMap;
 
     #[test]
     fn what_of_a_build_goes_into_the_image() {

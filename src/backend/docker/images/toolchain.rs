@@ -17,8 +17,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::hostfiles::{Manifest, WalkError};
+use super::lines::{env_value, label_lines};
 use super::plans::{ContextFile, ImagePlan};
-use super::python::label_lines;
 use super::{arch, tag_of, Suite, Tier};
 use crate::script::quote;
 use crate::toolchain::{rust, Language, Source, Toolchain, ToolchainError};
@@ -147,15 +147,6 @@ pub fn toolchain_dockerfile(chosen: &[ChosenToolchain], base: &str) -> String {
         .replace("{{labels}}", &label_lines(&labels))
 }
 
-/// A Dockerfile ENV value, quoted when it holds what ENV would split on.
-fn env_value(v: &str) -> String {
-    if v.is_empty() || v.contains([' ', '"', '\\', '$']) {
-        format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
-    } else {
-        v.to_string()
-    }
-}
-
 /// Where the `i`th copy of a language travels in the build context.
 fn context_dir(language: Language, i: usize) -> String {
     match i {
@@ -221,23 +212,10 @@ pub fn toolchain_plan(chosen: &[ChosenToolchain], base: &str, suite: Suite) -> I
     }
 }
 
-/// The environment the eval runs with for these languages: offline
-/// (`CARGO_NET_OFFLINE`, `GOPROXY=off`, …), as an instance image's last
-/// `ENV` line; empty for none.
-pub fn offline_env_line(languages: impl Iterator<Item = Language>) -> String {
-    let vars: Vec<String> = languages
-        .flat_map(Language::offline_env)
-        .map(|(k, v)| format!("{k}={}", env_value(&v)))
-        .collect();
-    match vars.is_empty() {
-        true => String::new(),
-        false => format!("ENV {}\n", vars.join(" ")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::docker::images::lines::offline_env_line;
     use crate::toolchain::{resolve, Search};
 
     #[test]
