@@ -1,0 +1,278 @@
+use super::*;
+
+fn set(text: &str) -> Result<SpecSet, SpecError> {
+    let mut s = SpecSet::default();
+    s.add_text(Path::new("t.yaml"), text, false).map(|_| s)
+}
+
+#[test]
+fn an_instance_log_parser_field_picks_the_parser() {
+    let s = set("repo: o/r\ndefaults:\n  test_cmd: pytest -rA\n  log_parser: pytest\nversions:\n  \"*\":\n    python: \"3.11\"\n")
+        .unwrap();
+    let inst = |extra: serde_json::Value| -> crate::dataset::Instance {
+        let mut row = serde_json::json!({
+            "instance_id": "o__r-1", "repo": "o/r", "base_commit": "0", "version": "1.0"
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            row[k] = v.clone();
+        }
+        serde_json::from_value(row).unwrap()
+    };
+    let plain = s.for_instance(&inst(serde_json::json!({}))).unwrap();
+    assert!(matches!(plain, std::borrow::Cow::Borrowed(_)));
+    let base_hash = plain.spec.hash();
+    // The reference's per-repo registry names, as Verified rows carry them.
+    let own = s
+        .for_instance(&inst(serde_json::json!({"log_parser": "parse_log_scikit"})))
+        .unwrap();
+    assert_eq!(own.spec.log_parser, LogParser::PytestV2);
+    assert_ne!(own.spec.hash(), base_hash, "another parser, another result");
+    let same = s
+        .for_instance(&inst(serde_json::json!({"log_parser": "parse_log_pytest"})))
+        .unwrap();
+    assert_eq!(same.spec.hash(), base_hash);
+    let e = s
+        .for_instance(&inst(serde_json::json!({"log_parser": "parse_log_cobol"})))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("o__r-1") && e.contains("parse_log_cobol"), "{e}");
+    // A parser that dispatches on the instance is resolved here.
+    let own = s
+        .for_instance(&inst(serde_json::json!({
+            "instance_id": "immutable-js__immutable-js-2005",
+            "log_parser": "parse_log_immutable_js"
+        })))
+        .unwrap();
+    assert_eq!(own.spec.log_parser, LogParser::JestJson);
+    let e = s
+        .for_instance(&inst(serde_json::json!({
+            "instance_id": "immutable-js__immutable-js-7",
+            "log_parser": "parse_log_immutable_js"
+        })))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "instance immutable-js__immutable-js-7: the reference's parse_log_immutable_js \
+         has no parser for this instance id"
+    );
+    // jekyll picks minitest or cucumber by its PR number.
+    let jekyll = |id: &str| {
+        s.for_instance(&inst(
+            serde_json::json!({"log_parser": "parse_log_jekyll", "instance_id": id}),
+        ))
+        .map(|rs| rs.spec.log_parser)
+    };
+    assert_eq!(jekyll("jekyll__jekyll-8047").unwrap(), LogParser::Minitest);
+    assert_eq!(jekyll("jekyll__jekyll-8771").unwrap(), LogParser::Cucumber);
+    let e = jekyll("jekyll__jekyll-1").unwrap_err().to_string();
+    assert!(
+        e.contains("jekyll__jekyll-1") && e.contains("parse_log_jekyll"),
+        "{e}"
+    );
+}
+
+#[test]
+fn defaults_merge_and_star_fallback() {
+    let s = set("repo: o/r\ndefaults:\n  test_cmd: pytest -rA\n  log_parser: pytest\nversions:\n  \"1.0 1.1\":\n    python: \"3.9\"\n  \"*\":\n    python: \"3.11\"\n")
+        .unwrap();
+    assert_eq!(
+        s.lookup("o/r", "1.1").unwrap().spec.python.as_deref(),
+        Some("3.9")
+    );
+    assert_eq!(
+        s.lookup("o/r", "9.9").unwrap().spec.python.as_deref(),
+        Some("3.11")
+    );
+    assert_eq!(s.lookup("o/r", "1.0").unwrap().spec.test_cmd, "pytest -rA");
+    assert!(matches!(
+        s.lookup("x/y", "1"),
+        Err(SpecError::Missing { .. })
+    ));
+}
+
+#[test]
+fn unknown_key_is_an_error_naming_version_and_key() {
+    let e = set("repo: o/r\nversions:\n  \"1.0\":\n    test_cmd: t\n    log_parser: pytest\n    pip_pakages: [x]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("\"1.0\"") && e.contains("pip_pakages"), "{e}");
+}
+
+#[test]
+fn unknown_parser_is_an_error() {
+    let e = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: nosuch\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nosuch"), "{e}");
+}
+
+#[test]
+fn hash_changes_with_content() {
+    let a =
+        set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: a\n    log_parser: pytest\n").unwrap();
+    let b =
+        set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: b\n    log_parser: pytest\n").unwrap();
+    assert_ne!(
+        a.lookup("o/r", "1").unwrap().spec.hash(),
+        b.lookup("o/r", "1").unwrap().spec.hash()
+    );
+}
+
+#[test]
+fn eval_install_skips_editable_and_reinstalls_others_offline() {
+    let spec = crate::test_support::spec_installing;
+    assert_eq!(
+        spec("python -m pip install -e .", None).eval_install(),
+        None
+    );
+    assert_eq!(
+        spec("pip install --editable .[dev]", None).eval_install(),
+        None
+    );
+    assert_eq!(
+        spec("python -m pip install .", None)
+            .eval_install()
+            .as_deref(),
+        Some("python -m pip install . --no-deps --no-build-isolation --no-index")
+    );
+    assert_eq!(
+        spec("python setup.py install", None)
+            .eval_install()
+            .as_deref(),
+        Some("python setup.py install")
+    );
+    assert_eq!(
+        spec("pip install -e .", Some("make build"))
+            .eval_install()
+            .as_deref(),
+        Some("make build")
+    );
+    assert_eq!(spec("pip install .", Some("")).eval_install(), None);
+}
+
+#[test]
+fn new_env_fields_leave_other_specs_hashes_alone() {
+    let plain = "repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: pytest\n";
+    let a = set(plain).unwrap();
+    let h = a.lookup("o/r", "1").unwrap().spec.hash();
+    // The hash of a spec without the new keys is what it was before
+    // they existed (the JSON it is taken of has no trace of them).
+    let json = serde_json::to_string(&a.lookup("o/r", "1").unwrap().spec).unwrap();
+    assert!(
+        !json.contains("environment_yml")
+            && !json.contains("conda_skip")
+            && !json.contains("sources"),
+        "{json}"
+    );
+    let b = set(&format!("{plain}    environment_yml: environment.yml\n")).unwrap();
+    let spec = &b.lookup("o/r", "1").unwrap().spec;
+    assert_ne!(spec.hash(), h);
+    assert!(spec.needs_env());
+}
+
+#[test]
+fn sources_are_checked_when_read() {
+    let with = |src: &str| {
+        set(&format!(
+            "repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: pytest\n    sources:\n{src}"
+        ))
+    };
+    let ok = with(
+        "      ft: {repo: freetype/freetype, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62}\n",
+    )
+    .unwrap();
+    let spec = &ok.lookup("o/r", "1").unwrap().spec;
+    assert_eq!(spec.sources["ft"].repo, "freetype/freetype");
+    for (bad, says) in [
+        (
+            "      ft: {repo: freetype/freetype, commit: VER-2-6-1}\n",
+            "40-digit",
+        ),
+        (
+            "      ft: {repo: freetype, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62}\n",
+            "owner/name",
+        ),
+        (
+            "      \"../x\": {repo: a/b, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62}\n",
+            "plain folder",
+        ),
+        (
+            "      ft: {repo: a/b, commit: 8cabd919ca63f0e6c12e8405e8542a45d910fa62, tag: x}\n",
+            "tag",
+        ),
+    ] {
+        let e = with(bad).unwrap_err().to_string();
+        assert!(e.contains(says) && e.contains("\"1\""), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn submodule_paths_are_checked_when_read() {
+    let with = |sub: &str| {
+        set(&format!(
+            "repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: pytest\n    submodules:\n{sub}"
+        ))
+    };
+    let ok = with("      astropy_helpers: astropy/astropy-helpers\n").unwrap();
+    assert_eq!(
+        ok.lookup("o/r", "1").unwrap().spec.submodules["astropy_helpers"],
+        "astropy/astropy-helpers"
+    );
+    for (bad, says) in [
+        ("      ../x: a/b\n", "relative path"),
+        ("      /x: a/b\n", "relative path"),
+        ("      x: ab\n", "owner/name"),
+    ] {
+        let e = with(bad).unwrap_err().to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn toolchains_are_typed_and_unknown_languages_refused() {
+    let s = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: cargo test\n    log_parser: cargo\n    toolchains: {rust: \"1.81\"}\n")
+        .unwrap();
+    let spec = &s.lookup("o/r", "1").unwrap().spec;
+    assert_eq!(spec.toolchains[&crate::toolchain::Language::Rust], "1.81");
+    let e = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: cargo\n    toolchains: {cobol: \"85\"}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cobol") && e.contains("\"1\""), "{e}");
+}
+
+#[test]
+fn fixtures_are_read_when_loaded_and_hashed_by_content() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("fixtures")).unwrap();
+    std::fs::write(d.path().join("fixtures/x.lock"), "pinned 1\n").unwrap();
+    let spec_path = d.path().join("o.yaml");
+    std::fs::write(
+        &spec_path,
+        "repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: cargo\n    files: {Cargo.lock: x.lock}\n",
+    )
+    .unwrap();
+    let load = || {
+        let mut s = SpecSet::default();
+        s.add_path(&spec_path).map(|_| s)
+    };
+    let a = load().unwrap();
+    let spec = &a.lookup("o/r", "1").unwrap().spec;
+    assert_eq!(spec.files["Cargo.lock"].content, "pinned 1\n");
+    let h1 = spec.hash();
+    std::fs::write(d.path().join("fixtures/x.lock"), "pinned 2\n").unwrap();
+    assert_ne!(load().unwrap().lookup("o/r", "1").unwrap().spec.hash(), h1);
+    std::fs::remove_file(d.path().join("fixtures/x.lock")).unwrap();
+    let e = load().unwrap_err().to_string();
+    assert!(e.contains("x.lock") && e.contains("Cargo.lock"), "{e}");
+    // The built-in ones are embedded.
+    let builtin = SpecSet::builtin().unwrap();
+    let axum = &builtin.lookup("tokio-rs/axum", "682").unwrap().spec;
+    assert!(axum.files["Cargo.lock"].content.contains("[[package]]"));
+}
+
+#[test]
+fn builtin_specs_parse() {
+    let s = SpecSet::builtin().unwrap();
+    assert!(s.repos().count() >= 1);
+}
