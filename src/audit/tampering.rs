@@ -18,8 +18,61 @@ use super::text::{added_code, is_python};
 use super::{excerpt, Evidence, Reason, ReasonKind};
 use crate::patch::ChangeKind;
 
-/// Directories whose files are tests.
-const TEST_DIRS: [&str; 3] = ["tests", "test", "testing"];
+/// Directories whose files are tests, in every language the benchmarks use
+/// (Java's `src/test/`, JavaScript's `__tests__` and snapshots, RSpec's
+/// `spec/`, Go's `testdata/`).
+const TEST_DIRS: [&str; 7] = [
+    "tests",
+    "test",
+    "testing",
+    "__tests__",
+    "__snapshots__",
+    "spec",
+    "testdata",
+];
+/// Test files by name, for languages that keep tests beside the code:
+/// (suffix, what it is). Go's `_test.go`, Rust's `tests.rs` module, JUnit's
+/// `*Test.java`, JavaScript's `*.test.*`/`*.spec.*`, RSpec and minitest,
+/// PHPUnit, C/C++ test sources.
+const TEST_SUFFIXES: [(&str, &str); 20] = [
+    ("_test.go", "a Go test file"),
+    ("/tests.rs", "a Rust test module"),
+    ("Test.java", "a JUnit test class"),
+    ("Tests.java", "a JUnit test class"),
+    ("Test.kt", "a JUnit test class"),
+    ("Test.php", "a PHPUnit test case"),
+    ("_spec.rb", "an RSpec spec"),
+    ("_test.rb", "a Ruby test file"),
+    ("_test.c", "a C test source"),
+    ("_test.cc", "a C++ test source"),
+    ("_test.cpp", "a C++ test source"),
+    ("_unittest.cc", "a C++ test source"),
+    (".test.js", "a JavaScript test file"),
+    (".test.ts", "a TypeScript test file"),
+    (".test.jsx", "a JavaScript test file"),
+    (".test.tsx", "a TypeScript test file"),
+    (".spec.js", "a JavaScript test file"),
+    (".spec.ts", "a TypeScript test file"),
+    (".test.mjs", "a JavaScript test file"),
+    (".test.cjs", "a JavaScript test file"),
+];
+/// Whole files that configure a test runner: a change to any of them
+/// survives into the test run (jest, vitest, karma, mocha, PHPUnit, RSpec,
+/// Go's and Cargo's test settings are in files the eval does not restore).
+const TEST_CONFIGS: [&str; 12] = [
+    "jest.config.js",
+    "jest.config.ts",
+    "jest.config.cjs",
+    "jest.config.mjs",
+    "vitest.config.ts",
+    "vitest.config.js",
+    "karma.conf.js",
+    ".mocharc.js",
+    ".mocharc.json",
+    ".mocharc.yml",
+    "phpunit.xml.dist",
+    ".rspec",
+];
 /// Scripts that run a repository's tests (django, sympy).
 const RUNNER_SCRIPTS: [&str; 2] = ["bin/test", "runtests.py"];
 /// Files Python imports at start-up, before any test runs.
@@ -49,11 +102,25 @@ pub fn test_path_kind(path: &str) -> Option<&'static str> {
     {
         return Some("a test module");
     }
+    let rooted = format!("/{path}");
+    if let Some((_, what)) = TEST_SUFFIXES.iter().find(|(s, _)| rooted.ends_with(s)) {
+        return Some(what);
+    }
+    if name.starts_with("test_")
+        && [".c", ".cc", ".cpp", ".rb"]
+            .iter()
+            .any(|e| name.ends_with(e))
+    {
+        return Some("a test source");
+    }
     if RUNNER_SCRIPTS
         .iter()
         .any(|s| path == *s || (!s.contains('/') && name == *s))
     {
         return Some("the test runner script");
+    }
+    if TEST_CONFIGS.contains(&name) || name == "phpunit.xml" {
+        return Some("the test runner's configuration");
     }
     None
 }
@@ -347,6 +414,50 @@ mod tests {
             "contest.py",
             "testx/a.py",
             "lib/testing.py",
+        ] {
+            assert!(test_path_kind(p).is_none(), "{p}");
+        }
+    }
+
+    #[test]
+    fn test_paths_of_the_multilingual_languages() {
+        for (p, what) in [
+            ("internal/caddy_test.go", "a Go test file"),
+            ("crates/core/src/flags/tests.rs", "a Rust test module"),
+            ("tests/integration.rs", "in a test directory"),
+            (
+                "gson/src/test/java/com/google/gson/GsonTest.java",
+                "in a test directory",
+            ),
+            ("src/main/java/a/FooTest.java", "a JUnit test class"),
+            ("packages/core/__tests__/x.ts", "in a test directory"),
+            ("lib/helpers/buildURL.test.js", "a JavaScript test file"),
+            ("src/x.spec.ts", "a TypeScript test file"),
+            ("spec/rubocop/cop/x_spec.rb", "in a test directory"),
+            ("lib/fpm/package_test.rb", "a Ruby test file"),
+            ("src/CarbonTest.php", "a PHPUnit test case"),
+            ("src/os_test.cc", "a C++ test source"),
+            ("src/test_parse.c", "a test source"),
+            ("jest.config.js", "the test runner's configuration"),
+            (
+                "packages/x/vitest.config.ts",
+                "the test runner's configuration",
+            ),
+            ("karma.conf.js", "the test runner's configuration"),
+            ("phpunit.xml", "the test runner's configuration"),
+            ("tsdb/testdata/x.json", "in a test directory"),
+        ] {
+            assert_eq!(test_path_kind(p), Some(what), "{p}");
+        }
+        for p in [
+            "src/lib.rs",
+            "src/contest.go",
+            "latest.go",
+            "lib/axios.js",
+            "src/main/java/a/Testing.java",
+            "src/specification.rs",
+            "src/jv.c",
+            "inspect.rb",
         ] {
             assert!(test_path_kind(p).is_none(), "{p}");
         }
