@@ -279,7 +279,7 @@ async fn static_review(
                 h,
                 None,
                 Vec::new(),
-                vec!["no Python file touched: nothing to lint".into()],
+                vec!["no Python file touched: nothing to lint (the rubric's linters are Python's; other languages are not linted yet)".into()],
             ),
             None,
         );

@@ -287,7 +287,7 @@ pub fn review_from(
         None => Vec::new(),
     };
     if spec.new_paths.is_empty() && spec.base_paths.is_empty() {
-        notes.push("no Python file touched: nothing to lint".into());
+        notes.push("no Python file touched: nothing to lint (the rubric's linters are Python's; other languages are not linted yet)".into());
     }
     super::assemble(hygiene, delta, cx, notes)
 }
