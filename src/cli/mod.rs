@@ -5,7 +5,7 @@ pub mod engine_args;
 pub mod perf_args;
 pub mod reuse;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -24,6 +24,33 @@ pub struct Cli {
     /// More logging (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+}
+
+/// Where the instances come from: a dataset file, or the reference 5.0's
+/// task directories (one of the two, never both).
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct DatasetArg {
+    /// Dataset file (.jsonl or .json).
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// A task repository (the reference 5.0's `tasks/<instance_id>/`
+    /// directories), read as the same rows a dataset file gives. Images are
+    /// built from patchgrade's spec for the repository, not the tasks'
+    /// Dockerfiles.
+    #[arg(long, value_name = "DIR")]
+    pub task_repo: Option<PathBuf>,
+}
+
+impl DatasetArg {
+    /// The path given; run.json records it as the run's dataset.
+    pub fn path(&self) -> &Path {
+        match (&self.dataset, &self.task_repo) {
+            (Some(p), _) | (None, Some(p)) => p,
+            // clap's group makes one of them required.
+            (None, None) => Path::new(""),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -57,9 +84,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ReviewArgs {
-    /// Dataset file (.jsonl or .json).
-    #[arg(long, value_name = "FILE")]
-    pub dataset: PathBuf,
+    #[command(flatten)]
+    pub dataset: DatasetArg,
     /// Predictions file(s) (.jsonl, .json), or `gold` for the dataset's patches.
     #[arg(long, value_name = "FILE|gold", required = true)]
     pub predictions: Vec<PathBuf>,
@@ -125,9 +151,8 @@ pub struct JudgeArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Dataset file (.jsonl or .json).
-    #[arg(long, value_name = "FILE")]
-    pub dataset: PathBuf,
+    #[command(flatten)]
+    pub dataset: DatasetArg,
     /// Predictions file(s) (.jsonl, .json), or `gold` for the dataset's patches.
     #[arg(long, value_name = "FILE|gold", required = true)]
     pub predictions: Vec<PathBuf>,
@@ -191,9 +216,8 @@ pub struct AuditArgs {
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Dataset file (.jsonl or .json).
-    #[arg(long, value_name = "FILE")]
-    pub dataset: PathBuf,
+    #[command(flatten)]
+    pub dataset: DatasetArg,
     /// Name of this validation (log folder and report name).
     #[arg(long, default_value = "validate")]
     pub run_id: String,
