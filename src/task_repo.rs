@@ -129,12 +129,11 @@ pub fn load(root: &Path) -> Result<Dataset, TaskRepoError> {
 /// reader skips it: a task that silently drops out shrinks the run unseen.
 pub fn load_task(dir: &Path) -> Result<Instance, TaskRepoError> {
     let row = task_row(dir)?;
-    let inst: Instance = serde_json::from_value(Value::Object(row)).map_err(|e| {
-        TaskRepoError::Instance {
+    let inst: Instance =
+        serde_json::from_value(Value::Object(row)).map_err(|e| TaskRepoError::Instance {
             dir: dir.to_owned(),
             reason: e.to_string(),
-        }
-    })?;
+        })?;
     for (field, value) in [
         ("instance_id", &inst.instance_id),
         ("repo", &inst.repo),
@@ -300,7 +299,11 @@ mod tests {
         let dir = task(d.path(), "o__r-1", TESTS);
         std::fs::write(dir.join("hints.md"), "Try this.").unwrap();
         let ds = load(d.path()).unwrap();
-        let ids: Vec<&str> = ds.instances.iter().map(|i| i.instance_id.as_str()).collect();
+        let ids: Vec<&str> = ds
+            .instances
+            .iter()
+            .map(|i| i.instance_id.as_str())
+            .collect();
         assert_eq!(ids, ["o__r-1", "o__r-2"]);
         let i = &ds.instances[0];
         assert_eq!(i.version, "1.10");
@@ -319,9 +322,16 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let e = load(d.path()).unwrap_err().to_string();
         assert!(e.contains("no tasks/ directory"), "{e}");
-        let dir = task(d.path(), "o__r-1", r#"{"FAIL_TO_PASS": "a", "PASS_TO_PASS": []}"#);
+        let dir = task(
+            d.path(),
+            "o__r-1",
+            r#"{"FAIL_TO_PASS": "a", "PASS_TO_PASS": []}"#,
+        );
         let e = load(d.path()).unwrap_err().to_string();
-        assert!(e.contains("o__r-1/tests.json") && e.contains("not a list"), "{e}");
+        assert!(
+            e.contains("o__r-1/tests.json") && e.contains("not a list"),
+            "{e}"
+        );
         std::fs::write(dir.join("tests.json"), "[1]").unwrap();
         let e = load(d.path()).unwrap_err().to_string();
         assert!(e.contains("tests.json: expected an object"), "{e}");

@@ -81,8 +81,10 @@ fn the_references_task_repo_of_verified_rows_reads_as_the_rows() {
     // What the reference's own reader makes of the directories, as rows.
     let from_reference = by_id(&Dataset::load(&sb.path().join("loaded.jsonl")).unwrap());
     assert_eq!(from_rows.len(), 20);
-    let repos: std::collections::BTreeSet<&str> =
-        from_rows.values().map(|v| v["repo"].as_str().unwrap()).collect();
+    let repos: std::collections::BTreeSet<&str> = from_rows
+        .values()
+        .map(|v| v["repo"].as_str().unwrap())
+        .collect();
     assert!(repos.len() >= 5, "{repos:?}");
     assert_eq!(
         from_dirs.keys().collect::<Vec<_>>(),
@@ -90,16 +92,30 @@ fn the_references_task_repo_of_verified_rows_reads_as_the_rows() {
     );
     for (id, row) in &from_rows {
         let dir = &from_dirs[id];
-        assert_eq!(dir["dockerfile"], format!("FROM {}\n", row["image"].as_str().unwrap()));
+        assert_eq!(
+            dir["dockerfile"],
+            format!("FROM {}\n", row["image"].as_str().unwrap())
+        );
         let dir = without(dir.clone(), &["dockerfile"]);
-        assert_eq!(dir, from_reference[id], "{id}: patchgrade and the reference");
-        assert_eq!(&without(dir, &WRITER_COLUMNS), row, "{id}: the task and its row");
+        assert_eq!(
+            dir, from_reference[id],
+            "{id}: patchgrade and the reference"
+        );
+        assert_eq!(
+            &without(dir, &WRITER_COLUMNS),
+            row,
+            "{id}: the task and its row"
+        );
     }
 }
 
 /// A task repository of `rows`, written the way the reference lays one out.
 fn write_task_repo(root: &Path, rows: &[Value]) {
-    std::fs::write(root.join("sweb.yaml"), "datasets:\n- local/widgets\nsplits:\n- test\n").unwrap();
+    std::fs::write(
+        root.join("sweb.yaml"),
+        "datasets:\n- local/widgets\nsplits:\n- test\n",
+    )
+    .unwrap();
     for row in rows {
         let mut meta = row.as_object().unwrap().clone();
         let id = meta["instance_id"].as_str().unwrap().to_string();
@@ -112,8 +128,14 @@ fn write_task_repo(root: &Path, rows: &[Value]) {
             ("test.patch", text(take("test_patch"))),
             ("problem_statement.md", text(take("problem_statement"))),
             ("hints.md", text(take("hints_text"))),
-            ("eval.sh", "#!/bin/bash\n: the spec's script runs unless --eval-script dataset\n".into()),
-            ("Dockerfile", format!("FROM swebench/sweb.eval.x86_64.{id}:latest\n")),
+            (
+                "eval.sh",
+                "#!/bin/bash\n: the spec's script runs unless --eval-script dataset\n".into(),
+            ),
+            (
+                "Dockerfile",
+                format!("FROM swebench/sweb.eval.x86_64.{id}:latest\n"),
+            ),
         ];
         let list = |v: Value| match v {
             Value::String(s) => serde_json::from_str::<Value>(&s).unwrap(),
@@ -121,11 +143,22 @@ fn write_task_repo(root: &Path, rows: &[Value]) {
         };
         let tests = json!({"FAIL_TO_PASS": list(take("FAIL_TO_PASS")), "PASS_TO_PASS": list(take("PASS_TO_PASS"))});
         meta.insert("split".into(), json!("test"));
-        for (name, text) in files.iter().filter(|(n, t)| *n != "hints.md" || !t.is_empty()) {
+        for (name, text) in files
+            .iter()
+            .filter(|(n, t)| *n != "hints.md" || !t.is_empty())
+        {
             std::fs::write(dir.join(name), text).unwrap();
         }
-        std::fs::write(dir.join("tests.json"), serde_json::to_string_pretty(&tests).unwrap()).unwrap();
-        std::fs::write(dir.join("task.yaml"), serde_yaml_ng::to_string(&meta).unwrap()).unwrap();
+        std::fs::write(
+            dir.join("tests.json"),
+            serde_json::to_string_pretty(&tests).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("task.yaml"),
+            serde_yaml_ng::to_string(&meta).unwrap(),
+        )
+        .unwrap();
     }
 }
 
@@ -164,7 +197,10 @@ fn a_hand_written_task_repo_reads_as_its_rows() {
     for (id, row) in &rows {
         let dir = without(dirs[id].clone(), &["split", "dockerfile", "eval_script"]);
         assert_eq!(&dir, row, "{id}");
-        assert!(dirs[id]["eval_script"].as_str().unwrap().starts_with("#!/bin/bash"));
+        assert!(dirs[id]["eval_script"]
+            .as_str()
+            .unwrap()
+            .starts_with("#!/bin/bash"));
     }
     assert_eq!(dirs["w-wrong"]["hints_text"], "Mind the upper bound.");
 }
@@ -206,7 +242,11 @@ fn run_on_the_task_repo_gives_the_rows_verdicts_and_later_commands_read_it() {
 fn bad_task_directories_are_bad_input_naming_the_file() {
     let w = setup();
     let sb = &w.sb;
-    std::fs::write(sb.path().join("tasks/w-wrong/tests.json"), "{\"FAIL_TO_PASS\": 3}").unwrap();
+    std::fs::write(
+        sb.path().join("tasks/w-wrong/tests.json"),
+        "{\"FAIL_TO_PASS\": 3}",
+    )
+    .unwrap();
     let out = sb.run(&task_repo_args("bad"));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
@@ -229,7 +269,15 @@ fn bad_task_directories_are_bad_input_naming_the_file() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let out = sb.run(&["run", "--predictions", "gold", "--run-id", "none"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let out = sb.run(&["run", "--task-repo", "dataset.jsonl", "--predictions", "gold", "--run-id", "file"]);
+    let out = sb.run(&[
+        "run",
+        "--task-repo",
+        "dataset.jsonl",
+        "--predictions",
+        "gold",
+        "--run-id",
+        "file",
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("not a directory"), "{}", stderr(&out));
 }

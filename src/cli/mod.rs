@@ -184,7 +184,8 @@ pub struct AuditArgs {
     /// with --predictions: a static audit of a submission, nothing run.
     #[arg(required_unless_present = "predictions")]
     pub run_dir: Option<PathBuf>,
-    /// Dataset; default: the one RUN_DIR/run.json names.
+    /// Dataset file or task repository; default: the one RUN_DIR/run.json
+    /// names.
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
     /// Static audit of these predictions (or `gold`) against --dataset, with
@@ -254,7 +255,8 @@ pub struct ReportArgs {
     /// Also slice by this dataset or metadata field (repeatable), e.g. difficulty.
     #[arg(long, value_name = "FIELD")]
     pub by: Vec<String>,
-    /// Dataset for slices; default: the one RUN_DIR/run.json names, if found.
+    /// Dataset file or task repository for slices; default: the one
+    /// RUN_DIR/run.json names, if found.
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
     /// Per-instance fields joined on instance_id (or id), e.g.
@@ -280,8 +282,8 @@ pub struct RegradeArgs {
     /// The run folder (`logs/run_evaluation/<run_id>`).
     #[arg(value_name = "RUN_DIR")]
     pub run_dir: PathBuf,
-    /// Dataset; default: the one RUN_DIR/run.json names (a reference run
-    /// folder needs it).
+    /// Dataset file or task repository; default: the one RUN_DIR/run.json
+    /// names (a reference run folder needs it).
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
     /// Extra spec files or folders (repeatable), over the built-ins: where a
@@ -307,7 +309,8 @@ pub struct SelectArgs {
     /// The predictions file(s) that run evaluated, in the same order.
     #[arg(long, value_name = "FILE", required = true)]
     pub predictions: Vec<PathBuf>,
-    /// Dataset; default: the one RUN_DIR/run.json names.
+    /// Dataset file or task repository; default: the one RUN_DIR/run.json
+    /// names.
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
     /// Where to write the chosen predictions; default <run_id>.selected.jsonl.
