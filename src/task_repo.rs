@@ -60,6 +60,12 @@ pub enum TaskRepoError {
     Shape { path: PathBuf, reason: String },
     #[error("{dir}: {reason}")]
     Instance { dir: PathBuf, reason: String },
+    #[error("{path}: no tasks in split {split:?} (it has: {})", if available.is_empty() { "none".to_string() } else { available.join(" ") })]
+    NoSplit {
+        path: PathBuf,
+        split: String,
+        available: Vec<String>,
+    },
     #[error("{dir}: duplicate instance_id {id} (also {first})")]
     Duplicate {
         dir: PathBuf,
@@ -121,6 +127,34 @@ pub fn load(root: &Path) -> Result<Dataset, TaskRepoError> {
         instances.push(inst);
     }
     Ok(Dataset { instances })
+}
+
+/// The split a run evaluates when no instance ids are named: the
+/// reference's `swebench eval --split` default.
+pub const DEFAULT_SPLIT: &str = "test";
+
+/// Keep the tasks of `split`, as the reference's `load_instances` does when
+/// no ids are named (a task repository holds every split at once; named ids
+/// are taken from any split). `root` is for the message.
+pub fn keep_split(ds: &mut Dataset, root: &Path, split: &str) -> Result<(), TaskRepoError> {
+    let split_of = |i: &Instance| {
+        i.extra
+            .get("split")
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    let available: std::collections::BTreeSet<String> =
+        ds.instances.iter().filter_map(split_of).collect();
+    ds.instances
+        .retain(|i| split_of(i).as_deref() == Some(split));
+    if ds.instances.is_empty() {
+        return Err(TaskRepoError::NoSplit {
+            path: root.to_owned(),
+            split: split.to_string(),
+            available: available.into_iter().collect(),
+        });
+    }
+    Ok(())
 }
 
 /// One task directory as an instance.
@@ -315,6 +349,31 @@ mod tests {
         assert_eq!(i.extra["split"], "test");
         assert_eq!(i.extra["difficulty"], "easy");
         assert_eq!(i.extra[DOCKERFILE_FIELD], "FROM scratch\n");
+    }
+
+    #[test]
+    fn a_split_is_kept_and_an_empty_one_named() {
+        let d = tempfile::tempdir().unwrap();
+        task(d.path(), "o__r-1", TESTS);
+        let dev = task(d.path(), "o__r-2", TESTS);
+        let yaml = std::fs::read_to_string(dev.join("task.yaml")).unwrap();
+        std::fs::write(
+            dev.join("task.yaml"),
+            yaml.replace("split: test", "split: dev"),
+        )
+        .unwrap();
+        let mut ds = load(d.path()).unwrap();
+        keep_split(&mut ds, d.path(), DEFAULT_SPLIT).unwrap();
+        assert_eq!(ds.instances.len(), 1);
+        assert_eq!(ds.instances[0].instance_id, "o__r-1");
+        let mut ds = load(d.path()).unwrap();
+        let e = keep_split(&mut ds, d.path(), "deprecated")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no tasks in split \"deprecated\" (it has: dev test)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -242,6 +242,19 @@ fn run_on_the_task_repo_gives_the_rows_verdicts_and_later_commands_read_it() {
 fn bad_task_directories_are_bad_input_naming_the_file() {
     let w = setup();
     let sb = &w.sb;
+    // Without --instance-ids only the test split runs, as in the reference.
+    for id in ["w-gold", "w-wrong"] {
+        let path = sb.path().join(format!("tasks/{id}/task.yaml"));
+        let yaml = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, yaml.replace("split: test", "split: dev")).unwrap();
+    }
+    let out = sb.run(&task_repo_args("dev"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no tasks in split \"test\" (it has: dev)"),
+        "{}",
+        stderr(&out)
+    );
     std::fs::write(
         sb.path().join("tasks/w-wrong/tests.json"),
         "{\"FAIL_TO_PASS\": 3}",

@@ -97,6 +97,11 @@ fn load_dataset(source: &DatasetArg, instance_ids: &[String]) -> Result<Dataset,
         .iter()
         .flat_map(|s| s.split_whitespace().map(String::from))
         .collect();
+    // As the reference: named ids from any split, else the test split.
+    if ids.is_empty() && task_repo::is_task_repo(source.path()) {
+        task_repo::keep_split(&mut dataset, source.path(), task_repo::DEFAULT_SPLIT)
+            .map_err(ExpectedError::bad)?;
+    }
     dataset.filter(&ids).map_err(ExpectedError::bad)?;
     Ok(dataset)
 }
