@@ -226,6 +226,7 @@ fn run_on_the_task_repo_gives_the_rows_verdicts_and_later_commands_read_it() {
     )
     .unwrap();
     assert_eq!(meta["dataset"], ".", "run.json names the task repository");
+    assert_eq!(meta["task_images"], "spec", "{meta}");
 
     // report and regrade find the instances through run.json.
     let out = sb.run(&["report", "logs/run_evaluation/tasks", "--json"]);
