@@ -228,11 +228,15 @@ fn run_on_the_task_repo_gives_the_rows_verdicts_and_later_commands_read_it() {
     assert_eq!(meta["dataset"], ".", "run.json names the task repository");
     assert_eq!(meta["task_images"], "spec", "{meta}");
 
-    // report and regrade find the instances through run.json.
+    // report, audit and regrade find the instances through run.json.
     let out = sb.run(&["report", "logs/run_evaluation/tasks", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report.to_string().contains("\"m\""), "{report}");
+    let out = sb.run(&["audit", "logs/run_evaluation/tasks", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let audit: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(audit["models"]["m"]["clean_resolved"], 1, "{audit}");
     let out = sb.run(&["regrade", "logs/run_evaluation/tasks", "--specs", "specs"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(sb.outcome("tasks", "m", "w-gold"), "resolved");
