@@ -34,6 +34,8 @@ pub enum InputError {
         what: &'static str,
         ids: Vec<String>,
     },
+    #[error(transparent)]
+    TaskRepo(#[from] crate::task_repo::TaskRepoError),
     #[error("{path}:{line}: duplicate instance_id {id} (first at line {first})")]
     Duplicate {
         path: PathBuf,
@@ -303,6 +305,16 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// A dataset file, or a task repository when `path` is a directory
+    /// (`--task-repo`; and a finished run records either as its dataset).
+    pub fn open(path: &Path) -> Result<Dataset, InputError> {
+        if crate::task_repo::is_task_repo(path) {
+            return Ok(crate::task_repo::load(path)?);
+        }
+        Dataset::load(path)
+    }
+
+    /// A dataset file (`.jsonl`, `.json`).
     pub fn load(path: &Path) -> Result<Dataset, InputError> {
         let mut instances: Vec<Instance> = Vec::new();
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();

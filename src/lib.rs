@@ -34,6 +34,7 @@ pub mod runner;
 pub mod script;
 pub mod spec;
 pub mod table;
+pub mod task_repo;
 #[cfg(test)]
 mod test_support;
 pub mod toolchain;

@@ -5,7 +5,7 @@ pub mod engine_args;
 pub mod perf_args;
 pub mod reuse;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -24,6 +24,33 @@ pub struct Cli {
     /// More logging (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+}
+
+/// Where the instances come from: a dataset file, or the reference 5.0's
+/// task directories (one of the two, never both).
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct DatasetArg {
+    /// Dataset file (.jsonl or .json).
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// A task repository (the reference 5.0's `tasks/<instance_id>/`
+    /// directories), read as the same rows a dataset file gives. Images are
+    /// built from patchgrade's spec for the repository, not the tasks'
+    /// Dockerfiles.
+    #[arg(long, value_name = "DIR")]
+    pub task_repo: Option<PathBuf>,
+}
+
+impl DatasetArg {
+    /// The path given; run.json records it as the run's dataset.
+    pub fn path(&self) -> &Path {
+        match (&self.dataset, &self.task_repo) {
+            (Some(p), _) | (None, Some(p)) => p,
+            // clap's group makes one of them required.
+            (None, None) => Path::new(""),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -57,9 +84,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ReviewArgs {
-    /// Dataset file (.jsonl or .json).
-    #[arg(long, value_name = "FILE")]
-    pub dataset: PathBuf,
+    #[command(flatten)]
+    pub dataset: DatasetArg,
     /// Predictions file(s) (.jsonl, .json), or `gold` for the dataset's patches.
     #[arg(long, value_name = "FILE|gold", required = true)]
     pub predictions: Vec<PathBuf>,
@@ -125,9 +151,8 @@ pub struct JudgeArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Dataset file (.jsonl or .json).
-    #[arg(long, value_name = "FILE")]
-    pub dataset: PathBuf,
+    #[command(flatten)]
+    pub dataset: DatasetArg,
     /// Predictions file(s) (.jsonl, .json), or `gold` for the dataset's patches.
     #[arg(long, value_name = "FILE|gold", required = true)]
     pub predictions: Vec<PathBuf>,
@@ -159,7 +184,8 @@ pub struct AuditArgs {
     /// with --predictions: a static audit of a submission, nothing run.
     #[arg(required_unless_present = "predictions")]
     pub run_dir: Option<PathBuf>,
-    /// Dataset; default: the one RUN_DIR/run.json names.
+    /// Dataset file or task repository; default: the one RUN_DIR/run.json
+    /// names.
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
     /// Static audit of these predictions (or `gold`) against --dataset, with
@@ -191,9 +217,8 @@ pub struct AuditArgs {
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Dataset file (.jsonl or .json).
-    #[arg(long, value_name = "FILE")]
-    pub dataset: PathBuf,
+    #[command(flatten)]
+    pub dataset: DatasetArg,
     /// Name of this validation (log folder and report name).
     #[arg(long, default_value = "validate")]
     pub run_id: String,
@@ -230,7 +255,8 @@ pub struct ReportArgs {
     /// Also slice by this dataset or metadata field (repeatable), e.g. difficulty.
     #[arg(long, value_name = "FIELD")]
     pub by: Vec<String>,
-    /// Dataset for slices; default: the one RUN_DIR/run.json names, if found.
+    /// Dataset file or task repository for slices; default: the one
+    /// RUN_DIR/run.json names, if found.
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
     /// Per-instance fields joined on instance_id (or id), e.g.
@@ -256,8 +282,8 @@ pub struct RegradeArgs {
     /// The run folder (`logs/run_evaluation/<run_id>`).
     #[arg(value_name = "RUN_DIR")]
     pub run_dir: PathBuf,
-    /// Dataset; default: the one RUN_DIR/run.json names (a reference run
-    /// folder needs it).
+    /// Dataset file or task repository; default: the one RUN_DIR/run.json
+    /// names (a reference run folder needs it).
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
     /// Extra spec files or folders (repeatable), over the built-ins: where a
@@ -283,7 +309,8 @@ pub struct SelectArgs {
     /// The predictions file(s) that run evaluated, in the same order.
     #[arg(long, value_name = "FILE", required = true)]
     pub predictions: Vec<PathBuf>,
-    /// Dataset; default: the one RUN_DIR/run.json names.
+    /// Dataset file or task repository; default: the one RUN_DIR/run.json
+    /// names.
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
     /// Where to write the chosen predictions; default <run_id>.selected.jsonl.

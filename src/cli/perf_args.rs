@@ -14,9 +14,8 @@ use patchgrade::perf::{AnalysisOptions, Metric};
 
 #[derive(Debug, Args)]
 pub struct PerfArgs {
-    /// Dataset file (.jsonl or .json).
-    #[arg(long, value_name = "FILE")]
-    pub dataset: PathBuf,
+    #[command(flatten)]
+    pub dataset: super::DatasetArg,
     /// Predictions file(s) (.jsonl, .json), or `gold` for gold alone. Gold
     /// is always graded and measured: it is the expert reference.
     #[arg(long, value_name = "FILE|gold", required = true)]

@@ -46,7 +46,7 @@ pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> 
                 ))
             })?,
     };
-    let dataset = Dataset::load(&dataset_path).map_err(ExpectedError::bad)?;
+    let dataset = Dataset::open(&dataset_path).map_err(ExpectedError::bad)?;
     // The run's own setup (specs, mirrors, backend...) unless flags say otherwise.
     let opts = reused_options(&args.engine, &rundir, given, &dataset_path);
     let specs = opts.sources.spec_set().map_err(ExpectedError::bad)?;
@@ -205,7 +205,7 @@ fn submission(args: &AuditArgs) -> Result<(), ExpectedError> {
         .dataset
         .as_deref()
         .ok_or_else(|| ExpectedError::bad(anyhow::anyhow!("--predictions needs --dataset")))?;
-    let dataset = Dataset::load(dataset_path).map_err(ExpectedError::bad)?;
+    let dataset = Dataset::open(dataset_path).map_err(ExpectedError::bad)?;
     let preds = patchgrade::dataset::load_predictions(&args.predictions, &dataset)
         .map_err(ExpectedError::bad)?;
     let opts = SubmissionOptions {

@@ -18,13 +18,14 @@ use serde::Serialize;
 
 use crate::cli::engine_args::EngineArgs;
 use crate::cli::reuse::Given;
-use crate::cli::Command;
+use crate::cli::{Command, DatasetArg};
 use crate::error::ExpectedError;
 use patchgrade::dataset::{Dataset, Instance};
 use patchgrade::engine::{EngineOptions, Executed};
 use patchgrade::rundir::atomic::write_json_atomic;
 use patchgrade::rundir::{file_sha256, RunDir};
 use patchgrade::script::dataset::{check_all, ScriptSource};
+use patchgrade::task_repo;
 
 /// `given`: the flags given on the command line; commands that evaluate a
 /// run again use the run's recorded setup for the others.
@@ -79,13 +80,28 @@ fn check_eval_scripts<'a>(
         .map_err(|e| ExpectedError::bad(anyhow::anyhow!("{}: {e}", dataset.display())))
 }
 
-/// Load a dataset and keep `--instance-ids` (space- or comma-separated).
-fn load_dataset(path: &Path, instance_ids: &[String]) -> Result<Dataset, ExpectedError> {
-    let mut dataset = Dataset::load(path).map_err(ExpectedError::bad)?;
+/// Load a dataset (or task repository) and keep `--instance-ids` (space-
+/// or comma-separated).
+fn load_dataset(source: &DatasetArg, instance_ids: &[String]) -> Result<Dataset, ExpectedError> {
+    let mut dataset = match &source.task_repo {
+        Some(dir) if !dir.is_dir() => {
+            return Err(ExpectedError::bad(anyhow::anyhow!(
+                "--task-repo {}: not a directory",
+                dir.display()
+            )))
+        }
+        Some(dir) => task_repo::load(dir).map_err(ExpectedError::bad)?,
+        None => Dataset::open(source.path()).map_err(ExpectedError::bad)?,
+    };
     let ids: Vec<String> = instance_ids
         .iter()
         .flat_map(|s| s.split_whitespace().map(String::from))
         .collect();
+    // As the reference: named ids from any split, else the test split.
+    if ids.is_empty() && task_repo::is_task_repo(source.path()) {
+        task_repo::keep_split(&mut dataset, source.path(), task_repo::DEFAULT_SPLIT)
+            .map_err(ExpectedError::bad)?;
+    }
     dataset.filter(&ids).map_err(ExpectedError::bad)?;
     Ok(dataset)
 }

@@ -42,8 +42,12 @@ pub async fn perf(mut args: PerfArgs) -> Result<(), ExpectedError> {
     let jobs = jobs_for_predictions(&dataset, preds).map_err(ExpectedError::bad)?;
     let (mopts, aopts) = options(&args.measure, &mut args.engine, &args.run_id)?;
     let opts = args.engine.options();
-    check_eval_scripts(&opts, &args.dataset, jobs.iter().map(|j| &*j.instance))?;
-    let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
+    check_eval_scripts(
+        &opts,
+        args.dataset.path(),
+        jobs.iter().map(|j| &*j.instance),
+    )?;
+    let engine = Engine::build(&opts, &args.run_id, args.dataset.path())?;
     let done = engine.execute(jobs.clone()).await;
     super::abandoned(&done)?;
     let graded = finished_all(&done, "the grading");

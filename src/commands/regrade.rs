@@ -58,7 +58,7 @@ pub fn regrade(args: RegradeArgs) -> Result<(), ExpectedError> {
             )))
         }
     };
-    let dataset = Dataset::load(&dataset_path).map_err(ExpectedError::bad)?;
+    let dataset = Dataset::open(&dataset_path).map_err(ExpectedError::bad)?;
     let mut specs = SpecSet::builtin().map_err(ExpectedError::bad)?;
     for p in &args.specs {
         specs.add_path(p).map_err(ExpectedError::bad)?;

@@ -67,7 +67,7 @@ pub async fn review(args: ReviewArgs) -> Result<(), ExpectedError> {
         .path()
         .join("run.json");
     let recorded = std::fs::read(&run_json).ok();
-    let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
+    let engine = Engine::build(&opts, &args.run_id, args.dataset.path())?;
     if let Some(bytes) = recorded {
         std::fs::write(&run_json, bytes).map_err(|e| {
             ExpectedError::infra(anyhow::anyhow!(

@@ -22,8 +22,12 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
         super::perf::options(&args.measure, &mut args.engine, &args.run_id)?;
     }
     let opts = args.engine.options();
-    check_eval_scripts(&opts, &args.dataset, jobs.iter().map(|j| &*j.instance))?;
-    let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
+    check_eval_scripts(
+        &opts,
+        args.dataset.path(),
+        jobs.iter().map(|j| &*j.instance),
+    )?;
+    let engine = Engine::build(&opts, &args.run_id, args.dataset.path())?;
     // The summary needs who predicted what, not the patches: the jobs (and
     // their patches) go to the engine uncopied (100,000-row files).
     let submitted: Vec<Prediction> = jobs

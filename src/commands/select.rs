@@ -28,7 +28,7 @@ pub async fn select(args: SelectArgs, given: &Given) -> Result<(), ExpectedError
                 "no --dataset, and RUN_DIR/run.json names none"
             ))
         })?;
-    let dataset = Dataset::load(&dataset_path).map_err(ExpectedError::bad)?;
+    let dataset = Dataset::open(&dataset_path).map_err(ExpectedError::bad)?;
     let preds = load_predictions(&args.predictions, &dataset).map_err(ExpectedError::bad)?;
     // The same sample ids as the run gave them.
     let jobs = jobs_for_predictions(&dataset, preds).map_err(ExpectedError::bad)?;

@@ -17,14 +17,14 @@ pub async fn validate(args: ValidateArgs, given: &Given) -> Result<(), ExpectedE
     let rundir = RunDir::new(&args.engine.log_dir, &args.run_id);
     let same_dataset = rundir
         .meta()
-        .is_some_and(|m| m.dataset_path().as_deref() == Some(args.dataset.as_path()));
+        .is_some_and(|m| m.dataset_path().as_deref() == Some(args.dataset.path()));
     let opts = if same_dataset {
-        reused_options(&args.engine, &rundir, given, &args.dataset)
+        reused_options(&args.engine, &rundir, given, args.dataset.path())
     } else {
         args.engine.options()
     };
-    check_eval_scripts(&opts, &args.dataset, &dataset.instances)?;
-    let engine = Engine::build(&opts, &args.run_id, &args.dataset)?;
+    check_eval_scripts(&opts, args.dataset.path(), &dataset.instances)?;
+    let engine = Engine::build(&opts, &args.run_id, args.dataset.path())?;
     let done = engine.execute(jobs(&dataset, args.gold_runs)).await;
     super::abandoned(&done)?;
     let runner = &engine.runner;

@@ -57,7 +57,7 @@ impl SliceSource {
             (None, None) => None,
         };
         let mut source = match path {
-            Some(p) => SliceSource::new(Some((p, &Dataset::load(p)?))),
+            Some(p) => SliceSource::new(Some((p, &Dataset::open(p)?))),
             None => SliceSource::new(None),
         };
         for m in metadata {

@@ -81,6 +81,19 @@ pub struct RunMeta {
     /// the segments of a resumed run, written when each segment ends.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub nodes: BTreeMap<String, String>,
+    /// A task repository's run (`--task-repo`): where its images came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_images: Option<TaskImages>,
+}
+
+/// Where the images of a task repository's instances came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskImages {
+    /// patchgrade's spec for the repository built them; the tasks'
+    /// Dockerfiles were not built (they start from the reference's images,
+    /// on a registry not reachable offline).
+    Spec,
 }
 
 /// Where a run's tests came from and how they ran: everything, besides the
@@ -153,6 +166,7 @@ impl RunMeta {
             pythons: Vec::new(),
             toolchains: Vec::new(),
             nodes: BTreeMap::new(),
+            task_images: crate::task_repo::is_task_repo(dataset).then_some(TaskImages::Spec),
         }
     }
 
