@@ -50,11 +50,29 @@ fn registry_releases(asked: &str) -> Result<Vec<Version>, String> {
         .collect())
 }
 
+/// The npm release to put beside a Node older than the host's npm
+/// supports (npm 11: `^20.17.0 || >=22.9.0`; it fails on Node 16 and 18
+/// with "tracingChannel is not a function"): the npm that Node line last
+/// shipped with. None: the host's npm serves it.
+pub fn own_npm(node: &Version) -> Option<&'static str> {
+    let v = |i: usize| node.0.get(i).copied().unwrap_or(0);
+    match (v(0), v(1)) {
+        (..=16, _) => Some("8.19.4"),
+        (17..=19, _) | (20, ..=16) | (21, _) | (22, ..=8) => Some("10.8.2"),
+        _ => None,
+    }
+}
+
+/// Where [`install`] puts the npm of [`own_npm`], inside the package folder
+/// (so it is copied with it, in the place the image's `bin/npm` points to).
+pub const OWN_NPM: &str = "lib/node_modules/npm";
+
 /// The package installed under `<cache>/node/<ver>`; its folder.
 fn install(cache: &Path, given: &Version) -> Result<PathBuf, String> {
     let prefix = cache.join("node").join(given.to_string());
     let dir = prefix.join("node_modules").join(package());
-    if dir.join("bin/node").is_file() {
+    let npm_done = |dir: &Path| own_npm(given).is_none() || dir.join(OWN_NPM).is_dir();
+    if dir.join("bin/node").is_file() && npm_done(&dir) {
         return Ok(dir);
     }
     std::fs::create_dir_all(&prefix).map_err(|e| e.to_string())?;
@@ -72,6 +90,29 @@ fn install(cache: &Path, given: &Version) -> Result<PathBuf, String> {
         .map_err(|e| format!("running npm: {e}"))?;
     if !out.status.success() || !dir.join("bin/node").is_file() {
         return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    if let Some(npm) = own_npm(given) {
+        // The host's npm installs it (`-g` under the package's folder puts
+        // it at lib/node_modules/npm); it then runs on the older Node.
+        let out = Command::new("npm")
+            .args([
+                "install",
+                "-g",
+                "--ignore-scripts",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+            ])
+            .arg(&dir)
+            .arg(format!("npm@{npm}"))
+            .output()
+            .map_err(|e| format!("running npm: {e}"))?;
+        if !out.status.success() || !dir.join(OWN_NPM).is_dir() {
+            return Err(format!(
+                "installing npm@{npm} for Node {given}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
     }
     Ok(dir)
 }
@@ -156,6 +197,16 @@ pub fn resolve(asked: &str, want: &Version, search: &Search) -> Result<Toolchain
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nodes_older_than_the_host_npm_supports_get_their_own_npm() {
+        let own = |s: &str| own_npm(&Version::parse(Language::Node, s).unwrap());
+        assert_eq!(own("16.20.2"), Some("8.19.4"));
+        assert_eq!(own("18.20.8"), Some("10.8.2"));
+        assert_eq!(own("20.16.0"), Some("10.8.2"));
+        assert_eq!(own("20.20.2"), None);
+        assert_eq!(own("22.9.0"), None);
+    }
 
     #[test]
     fn without_registries_the_host_node_serves_its_release_and_newer_asks_fail() {

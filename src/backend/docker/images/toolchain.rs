@@ -69,7 +69,9 @@ pub fn choose(t: Toolchain) -> Result<ChosenToolchain, ToolchainError> {
             m = m.with_exec(&|rel: &Path| rel.starts_with("bin") || rel.starts_with("pkg/tool"));
         }
         copies.push((t.home.display().to_string(), Arc::new(m)));
-        if t.language == Language::Node {
+        // A Node from the registry older than the host's npm supports
+        // carries its own npm (`node::OWN_NPM`, copied with the package).
+        if t.language == Language::Node && !dir.join(crate::toolchain::node::OWN_NPM).is_dir() {
             let npm = Manifest::walk(Path::new(HOST_NPM), &|_: &Path| true).map_err(io)?;
             copies.push((
                 format!("{}/lib/node_modules/npm", t.home.display()),
