@@ -37,23 +37,8 @@ fn widgets() -> Widgets {
 
 impl Widgets {
     fn args<'a>(&'a self, run_id: &'a str, preds: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-        let mut a = vec![
-            "run",
-            "--dataset",
-            "dataset.jsonl",
-            "--predictions",
-            preds,
-            "--run-id",
-            run_id,
-            "--backend",
-            "local",
-            "--specs",
-            "specs",
-            "--mirror-dir",
-            "mirrors",
-            "--max-workers",
-            "2",
-        ];
+        let mut a = local_args(run_id, preds, "specs");
+        a.extend(["--max-workers", "2"]);
         a.extend_from_slice(extra);
         a
     }

@@ -26,16 +26,6 @@ fn fixture(rel: &str) -> PathBuf {
     project_root().join("tests/fixtures/task-repo").join(rel)
 }
 
-/// The python that has the reference installed, when there is one.
-fn reference_python() -> Option<PathBuf> {
-    let py = PathBuf::from(std::env::var_os("PATCHGRADE_SWEBENCH_PYTHON")?);
-    let ok = Command::new(&py)
-        .args(["-c", "import swebench.task.repo"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(py)
-}
-
 /// Each instance as JSON, by id (in id order: a task repository lists its
 /// tasks by directory name, a file in its own order).
 fn by_id(ds: &Dataset) -> BTreeMap<String, Value> {
@@ -54,17 +44,12 @@ fn without(mut v: Value, keys: &[&str]) -> Value {
 
 #[test]
 fn the_references_task_repo_of_verified_rows_reads_as_the_rows() {
-    let present = reference_python();
-    if !available(
-        "the swebench package (PATCHGRADE_SWEBENCH_PYTHON)",
-        "PATCHGRADE_REQUIRE_SWEBENCH",
-        present.is_some(),
-    ) {
+    let Some(python) = reference_python("swebench.task.repo") else {
         return;
-    }
+    };
     let sb = Sandbox::new();
     let rows = fixture("verified-20.jsonl");
-    let out = Command::new(present.unwrap())
+    let out = Command::new(&python)
         .arg(fixture("write_task_repo.py"))
         .arg(&rows)
         .arg(sb.path().join("repo"))

@@ -328,6 +328,26 @@ pub fn available(what: &str, require_var: &str, present: bool) -> bool {
     false
 }
 
+/// The python that has the reference harness (the `swebench` package)
+/// installed, named by PATCHGRADE_SWEBENCH_PYTHON, through [`available`]:
+/// a test skips without it unless PATCHGRADE_REQUIRE_SWEBENCH=1. `module`
+/// is what the test needs of it.
+pub fn reference_python(module: &str) -> Option<std::path::PathBuf> {
+    let py = std::env::var_os("PATCHGRADE_SWEBENCH_PYTHON").map(std::path::PathBuf::from);
+    let ok = py.as_ref().is_some_and(|py| {
+        Command::new(py)
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    available(
+        "the swebench package (PATCHGRADE_SWEBENCH_PYTHON)",
+        "PATCHGRADE_REQUIRE_SWEBENCH",
+        ok,
+    )
+    .then(|| py.expect("checked"))
+}
+
 /// PyPI answers pip here.
 pub fn pypi_reachable() -> bool {
     Command::new("python3")
