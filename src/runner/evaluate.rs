@@ -216,6 +216,10 @@ impl<'a> Evaluation<'a> {
             Ok(rs) => rs.into_owned(),
             Err(e) => return Err(stop(Outcome::EnvironmentBuildFailed, e.to_string())),
         };
+        if let Some(why) = &rs.spec.unavailable {
+            let detail = format!("{} version {}: {why}", inst.repo, rs.version_key);
+            return Err(stop(Outcome::EnvironmentBuildFailed, detail));
+        }
         self.line(format!(
             "spec {} version {} ({}), hash {}",
             inst.repo,

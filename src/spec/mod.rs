@@ -213,6 +213,11 @@ pub struct Spec {
     /// Whether the test run may use the network (default: no).
     #[serde(default)]
     pub network: bool,
+    /// Set when this environment cannot be built on this machine, saying
+    /// why (a package registry it needs is not reachable): its evaluations
+    /// end `environment_build_failed` with this reason, before any build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
     /// Without network: route every non-local address to nowhere, so that a
     /// connection attempt times out (as on a host whose packets are dropped)
     /// instead of failing at once with "network unreachable". Tests that
