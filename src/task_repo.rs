@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use crate::dataset::json_kind as kind;
 use crate::dataset::{Dataset, Instance};
 
 pub const TASKS_SUBDIR: &str = "tasks";
@@ -287,17 +288,6 @@ fn read(path: &Path) -> Result<String, TaskRepoError> {
         path: path.to_owned(),
         source,
     })
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::dataset::json_kind as kind;
 use crate::dataset::Instance;
 use crate::parse::LogParser;
 use crate::script::quote;
@@ -238,17 +239,6 @@ fn str_list(inst: &Instance, field: &'static str) -> Result<Vec<String>, Workloa
             format!("must be a list of strings, got {}", kind(&v)),
         )
     })
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// A script runs with the interpreter of its `#!` line, else Python (all
