@@ -6,7 +6,7 @@ mod common;
 use patchgrade::exit;
 
 use common::shapes::{shapes, Shapes};
-use common::{jsonl, prediction};
+use common::{jsonl, local_args, prediction};
 use serde_json::{json, Value};
 
 fn stderr(out: &std::process::Output) -> String {
@@ -23,21 +23,7 @@ fn audit_rerun_says_why_a_recorded_swarm_backend_is_not_reused() {
         "preds.jsonl",
         &jsonl(&[prediction("s-gold", "m", Some(&gold))]),
     );
-    let out = sb.run(&[
-        "run",
-        "--dataset",
-        "dataset.jsonl",
-        "--predictions",
-        "preds.jsonl",
-        "--run-id",
-        "sw",
-        "--backend",
-        "local",
-        "--specs",
-        "specs",
-        "--mirror-dir",
-        "mirrors",
-    ]);
+    let out = sb.run(&local_args("sw", "preds.jsonl", "specs"));
     assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     let meta_path = sb.path().join("logs/run_evaluation/sw/run.json");
     let mut meta: Value =
