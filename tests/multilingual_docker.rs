@@ -1,10 +1,12 @@
 //! End to end, one test per language whose toolchain is on this machine:
-//! a tiny repository made by the test (a Rust crate, a Go module, neither
-//! with dependencies, so the images build offline too), a dataset row and a
-//! spec with `toolchains:` written by the test, gold and a wrong patch
-//! graded by the real binary on the Docker backend with the real test
-//! runner (`cargo test`, `go test -v`), the verdicts and the recorded
-//! toolchain checked.
+//! a tiny repository made by the test (a Rust crate, a Go module, a Node.js
+//! package, a C++ library; none with dependencies from a registry, so the
+//! images build offline too), a dataset row and a spec with `toolchains:`
+//! written by the test, gold and a wrong patch graded by the real binary on
+//! the Docker backend with the real test runner (`cargo test`, `go test
+//! -v`, `node --test` with its TAP reporter, a GoogleTest binary built with
+//! Debian's g++ and libgtest-dev), the verdicts and the recorded toolchain
+//! checked.
 //!
 //! Without a daemon, or without the toolchain on the host, a test skips,
 //! printing why, unless PATCHGRADE_REQUIRE_DOCKER=1 (CI), where it fails.
@@ -233,4 +235,98 @@ fn a_go_module_is_graded_with_go_offline() {
         &["TestZero"],
     );
     check(&case, "ml-go", "go", "1.26");
+}
+
+fn host_node() -> bool {
+    Path::new("/usr/bin/node").is_file() && Path::new("/usr/lib/node_modules/npm").is_dir()
+}
+
+// Node's own runner and the reference's TAP parser (`parse_log_tap`); the
+// test files are named, not globbed: Node 20 and 22 search folders
+// differently.
+const NODE_SPEC: &str = "repo: acme/nodecalc\nversions:\n  \"*\":\n    toolchains: {node: \"20\"}\n    install: node --version\n    eval_install: \"\"\n    test_cmd: node --test --test-reporter=tap test/zero.test.js test/add.test.js\n    log_parser: tap\n    test_directives: none\n";
+
+#[test]
+fn a_node_package_is_graded_with_node_offline() {
+    if !docker_ready("a_node_package_is_graded_with_node_offline")
+        || !toolchain_ready("Node.js and npm in /usr", host_node())
+    {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let code = "exports.add = (a, b) => a - b;\n";
+    let test = |name: &str, body: &str| {
+        format!("const test = require('node:test');\nconst assert = require('node:assert');\nconst {{ add }} = require('../calc');\n\ntest('{name}', () => {{\n  {body}\n}});\n")
+    };
+    let zero = test("zero", "assert.strictEqual(add(0, 0), 0);");
+    let add = test("adds two", "assert.strictEqual(add(2, 3), 5);");
+    let case = Case::new(
+        "acme/nodecalc",
+        NODE_SPEC,
+        &[
+            (
+                "package.json",
+                "{\n  \"name\": \"calc\",\n  \"version\": \"0.1.0\",\n  \"private\": true\n}\n",
+            ),
+            ("calc.js", code),
+            ("test/zero.test.js", &zero),
+        ],
+        ("calc.js", &code.replace("a - b", "a + b")),
+        ("calc.js", &code.replace("a - b", "a * b")),
+        ("test/add.test.js", &add),
+        // The reference's TAP ids keep everything after the number, the
+        // `- ` of Node's `ok 1 - adds two` included.
+        &["- adds two"],
+        &["- zero"],
+    );
+    check(&case, "ml-node", "node", "20");
+}
+
+// C and C++ need no toolchain tier: Debian's compilers and GoogleTest
+// (libgtest-dev) are installed as `apt_packages` in the env image, which
+// the record names instead of a toolchain.
+const CPP_SPEC: &str = "repo: acme/cppcalc\nversions:\n  \"*\":\n    apt_packages: [g++, libgtest-dev]\n    install: \"true\"\n    eval_install: \"\"\n    test_cmd: g++ -std=c++17 -o /tmp/calc_test calc.cc test/*.cc -lgtest -lgtest_main -pthread && /tmp/calc_test\n    log_parser: googletest\n    test_directives: none\n";
+
+#[test]
+fn a_cpp_library_is_graded_with_googletest() {
+    if !docker_ready("a_cpp_library_is_graded_with_googletest") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let code = "#include \"calc.h\"\n\nint add(int a, int b) { return a - b; }\n";
+    let test = |name: &str, body: &str| {
+        format!(
+            "#include <gtest/gtest.h>\n#include \"../calc.h\"\n\nTEST(Calc, {name}) {{ {body} }}\n"
+        )
+    };
+    let zero = test("Zero", "EXPECT_EQ(add(0, 0), 0);");
+    let add = test("AddsTwo", "EXPECT_EQ(add(2, 3), 5);");
+    let case = Case::new(
+        "acme/cppcalc",
+        CPP_SPEC,
+        &[
+            ("calc.h", "int add(int a, int b);\n"),
+            ("calc.cc", code),
+            ("test/zero_test.cc", &zero),
+        ],
+        ("calc.cc", &code.replace("a - b", "a + b")),
+        ("calc.cc", &code.replace("a - b", "a * b")),
+        ("test/add_test.cc", &add),
+        &["Calc.AddsTwo"],
+        &["Calc.Zero"],
+    );
+    let out = case.run("ml-cpp");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let gold = case.record("ml-cpp", "gold");
+    let wrong = case.record("ml-cpp", "wrong");
+    assert_eq!(
+        (gold["outcome"].as_str(), wrong["outcome"].as_str()),
+        (Some("resolved"), Some("unresolved")),
+        "gold {gold}\nwrong {wrong}\n{stderr}"
+    );
+    assert_eq!(
+        wrong["statuses"]["Calc.AddsTwo"],
+        json!("FAILED"),
+        "{wrong}"
+    );
 }

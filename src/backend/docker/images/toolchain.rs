@@ -13,7 +13,7 @@
 //! a toolchain updated on the host gives a new one. Kept and evicted with
 //! the base tier (`--cache-level base` and up keep it).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::hostfiles::{Manifest, WalkError};
@@ -69,10 +69,20 @@ pub fn choose(t: Toolchain) -> Result<ChosenToolchain, ToolchainError> {
             m = m.with_exec(&|rel: &Path| rel.starts_with("bin") || rel.starts_with("pkg/tool"));
         }
         copies.push((t.home.display().to_string(), Arc::new(m)));
-        // A Node from the registry older than the host's npm supports
-        // carries its own npm (`node::OWN_NPM`, copied with the package).
-        if t.language == Language::Node && !dir.join(crate::toolchain::node::OWN_NPM).is_dir() {
-            let npm = Manifest::walk(Path::new(HOST_NPM), &|_: &Path| true).map_err(io)?;
+        // npm goes beside node: the host's Node folder (`/usr`) is copied
+        // as `bin/node` alone, so its npm is copied on its own; a Node from
+        // the registry older than the host's npm supports carries its own
+        // npm (`node::OWN_NPM`, copied with the package), else it gets the
+        // host's.
+        let own = dir.join(crate::toolchain::node::OWN_NPM);
+        let npm_from = match t.source {
+            Source::Host { .. } if own.is_dir() => Some(own),
+            Source::Host { .. } => Some(PathBuf::from(HOST_NPM)),
+            _ if own.is_dir() => None,
+            _ => Some(PathBuf::from(HOST_NPM)),
+        };
+        if let Some(from) = npm_from.filter(|_| t.language == Language::Node) {
+            let npm = Manifest::walk(&from, &|_: &Path| true).map_err(io)?;
             copies.push((
                 format!("{}/lib/node_modules/npm", t.home.display()),
                 Arc::new(npm),
@@ -291,6 +301,65 @@ mod tests {
         assert_ne!(
             toolchain_image_name(&[changed], "base:1", Suite::Bookworm),
             plan.name
+        );
+    }
+
+    #[test]
+    fn a_host_node_in_a_prefix_gets_its_npm_copied_beside_node() {
+        // The host's Node folder is a prefix like /usr: node alone is
+        // copied from it, so npm must be copied on its own (a CI run found
+        // images without npm).
+        let d = tempfile::tempdir().unwrap();
+        let prefix = d.path();
+        std::fs::create_dir_all(prefix.join("bin")).unwrap();
+        std::fs::write(prefix.join("bin/node"), "node").unwrap();
+        std::fs::write(prefix.join("bin/other-tool"), "not node").unwrap();
+        let npm = prefix.join(crate::toolchain::node::OWN_NPM);
+        std::fs::create_dir_all(npm.join("bin")).unwrap();
+        std::fs::write(npm.join("bin/npm-cli.js"), "npm").unwrap();
+        let t = Toolchain {
+            language: Language::Node,
+            asked: "20".into(),
+            given: crate::toolchain::Version::parse(Language::Node, "20.20.2").unwrap(),
+            source: Source::Host {
+                dir: prefix.to_path_buf(),
+            },
+            home: PathBuf::from(crate::toolchain::node::HOME),
+            deviation: None,
+        };
+        let chosen = choose(t).unwrap();
+        let folders: Vec<&str> = chosen.copies.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            folders,
+            [
+                "/opt/patchgrade/node",
+                "/opt/patchgrade/node/lib/node_modules/npm"
+            ]
+        );
+        let plan = toolchain_plan(std::slice::from_ref(&chosen), "base:1", Suite::Bookworm);
+        let tar = plan.context_tar().unwrap();
+        let names: Vec<String> = tar::Archive::new(tar.as_slice())
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .collect();
+        assert!(
+            names.iter().any(|n| n.ends_with("node/bin/node")),
+            "{names:?}"
+        );
+        assert!(
+            names.iter().any(|n| n.ends_with("node-1/bin/npm-cli.js")),
+            "{names:?}"
+        );
+        assert!(
+            plan.dockerfile
+                .contains("COPY toolchains/node-1 /opt/patchgrade/node/lib/node_modules/npm"),
+            "{}",
+            plan.dockerfile
+        );
+        assert!(
+            !names.iter().any(|n| n.ends_with("other-tool")),
+            "{names:?}"
         );
     }
 
