@@ -1,10 +1,12 @@
 //! End to end, one test per language whose toolchain is on this machine:
 //! a tiny repository made by the test (a Rust crate, a Go module, a Node.js
 //! package, a C++ library; none with dependencies from a registry, so the
-//! images build offline too), a dataset row and a spec with `toolchains:`
+//! images build offline too; the Java project's JUnit and Maven plugins
+//! come from Maven Central when its image is built), a dataset row and a spec with `toolchains:`
 //! written by the test, gold and a wrong patch graded by the real binary on
 //! the Docker backend with the real test runner (`cargo test`, `go test
-//! -v`, `node --test` with its TAP reporter, a GoogleTest binary built with
+//! -v`, `node --test` with its TAP reporter, `mvn test -Dtest=…` one
+//! class at a time as the dataset's Java rows run it, a GoogleTest binary built with
 //! Debian's g++ and libgtest-dev), the verdicts and the recorded toolchain
 //! checked.
 //!
@@ -329,4 +331,64 @@ fn a_cpp_library_is_graded_with_googletest() {
         json!("FAILED"),
         "{wrong}"
     );
+}
+
+// Java 17 is bookworm's JDK (a Debian package in the toolchain image, whose
+// trust store gets the --ca-cert bundle there); Maven is Debian's. The
+// install runs the base's tests once, so that surefire's JUnit provider
+// (resolved only when tests run) is in the local repository; the eval runs
+// Maven offline, one `-Dtest=` command per class (the reference's maven
+// parser pairs each with its BUILD line).
+const JAVA_SPEC: &str = "repo: acme/javacalc\nversions:\n  \"*\":\n    toolchains: {java: \"17\"}\n    apt_packages: [maven]\n    install: \"(mvn -B -q test)\"\n    eval_install: \"\"\n    test_cmd: \"mvn test -B -o -Dtest=com.example.ZeroTest; mvn test -B -o -Dtest=com.example.AddTest\"\n    log_parser: maven\n    test_directives: none\n";
+
+const POM: &str = r#"<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>com.example</groupId>
+  <artifactId>calc</artifactId>
+  <version>0.1.0</version>
+  <properties>
+    <maven.compiler.source>17</maven.compiler.source>
+    <maven.compiler.target>17</maven.compiler.target>
+    <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding>
+  </properties>
+  <dependencies>
+    <dependency>
+      <groupId>junit</groupId>
+      <artifactId>junit</artifactId>
+      <version>4.13.2</version>
+      <scope>test</scope>
+    </dependency>
+  </dependencies>
+</project>
+"#;
+
+#[test]
+fn a_maven_project_is_graded_with_java_offline() {
+    if !docker_ready("a_maven_project_is_graded_with_java_offline") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let code = "package com.example;\n\npublic class Calc {\n    public static int add(int a, int b) {\n        return a - b;\n    }\n}\n";
+    let test = |class: &str, body: &str| {
+        format!("package com.example;\n\nimport static org.junit.Assert.assertEquals;\n\nimport org.junit.Test;\n\npublic class {class} {{\n    @Test\n    public void check() {{\n        {body}\n    }}\n}}\n")
+    };
+    let zero = test("ZeroTest", "assertEquals(0, Calc.add(0, 0));");
+    let add = test("AddTest", "assertEquals(5, Calc.add(2, 3));");
+    let main = "src/main/java/com/example/Calc.java";
+    let case = Case::new(
+        "acme/javacalc",
+        JAVA_SPEC,
+        &[
+            ("pom.xml", POM),
+            (main, code),
+            ("src/test/java/com/example/ZeroTest.java", &zero),
+            (".gitignore", "/target\n"),
+        ],
+        (main, &code.replace("a - b", "a + b")),
+        (main, &code.replace("a - b", "a * b")),
+        ("src/test/java/com/example/AddTest.java", &add),
+        &["com.example.AddTest"],
+        &["com.example.ZeroTest"],
+    );
+    check(&case, "ml-java", "java", "17");
 }

@@ -26,6 +26,7 @@ use crate::toolchain::{rust, Language, Source, Toolchain, ToolchainError};
 const TOOLCHAIN_DOCKERFILE: &str =
     include_str!("../../../../harness-scripts/docker/toolchain.Dockerfile");
 const SETUP_TOOLCHAIN: &str = include_str!("../../../../harness-scripts/docker/setup_toolchain.sh");
+const JAVA_CACERTS: &str = include_str!("../../../../harness-scripts/docker/java_cacerts.sh");
 
 /// The host's npm, copied beside a Node.js from the registry (whose
 /// package holds `node` alone).
@@ -112,7 +113,10 @@ fn step(t: &Toolchain) -> String {
              ln -sf ../lib/node_modules/npm/bin/npx-cli.js {home}/bin/npx\n\
              {home}/bin/node --version\n{home}/bin/npm --version\n"
         ),
-        Language::Java => format!("{home}/bin/java -version\n{home}/bin/javac -version\n"),
+        Language::Java => format!(
+            "{home}/bin/java -version\n{home}/bin/javac -version\n{}",
+            JAVA_CACERTS.replace("{{home}}", &home)
+        ),
     }
 }
 
