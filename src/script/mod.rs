@@ -189,6 +189,12 @@ impl EvalScript<'_> {
             let d = delimiter(&text);
             format!("if ! git apply -v - <<'{d}'\n{text}{d}\nthen\n    echo '>>>>> Tests Errored: the test patch did not apply'\nfi")
         };
+        // The build goes with the test patch (a script without one is the
+        // same text as before the key existed).
+        let apply = match spec.build.as_deref().filter(|b| !b.trim().is_empty()) {
+            Some(build) => format!("{apply}\n{build}"),
+            None => apply,
+        };
         let mut test_cmd = spec.test_cmd.clone();
         let dirs = match &self.directives {
             Some(d) => d.clone(),
@@ -238,6 +244,36 @@ mod tests {
             old_mode: None,
             new_mode: None,
         }
+    }
+
+    #[test]
+    fn the_build_runs_after_the_test_patch_and_before_the_tests() {
+        let mut spec = crate::test_support::spec_installing("make", Some("make lib"));
+        let script = |spec: &Spec, patch: &str| {
+            EvalScript {
+                testbed: "/testbed",
+                activate: None,
+                spec,
+                install: install_step(spec, &[]),
+                test_patch: patch,
+                test_changes: &[],
+                directives: None,
+                base_time: None,
+            }
+            .render()
+        };
+        let patch = "diff --git a/t.cc b/t.cc\n";
+        let without = script(&spec, patch);
+        spec.build = Some("make tests".into());
+        let with = script(&spec, patch);
+        let at = |s: &str, what: &str| s.find(what).unwrap_or_else(|| panic!("{what}: {s}"));
+        assert!(at(&with, "make lib") < at(&with, "git apply"));
+        assert!(at(&with, "git apply") < at(&with, "make tests"));
+        assert!(at(&with, "make tests") < at(&with, "Start Test Output"));
+        // Without a build the script is the text it always was.
+        assert_eq!(with.replacen("fi\nmake tests\n", "fi\n", 1), without);
+        // No test patch: the build still runs.
+        assert!(script(&spec, "").contains(": no test patch\nmake tests\n"));
     }
 
     #[test]

@@ -206,6 +206,12 @@ pub struct Spec {
     /// Shell commands run in the eval script before the tests.
     #[serde(default)]
     pub eval_commands: Vec<String>,
+    /// Shell command run in the eval script after the test patch is
+    /// applied, before the tests (the reference's `build`): what compiles
+    /// the tests themselves (a C++ test binary), which `eval_install`, run
+    /// before the test patch, would leave stale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
     pub test_cmd: String,
     pub log_parser: LogParser,
     #[serde(default)]
