@@ -86,7 +86,7 @@ pub fn regrade(args: RegradeArgs) -> Result<(), ExpectedError> {
         written: !args.dry_run,
     };
     print_table(&report, &done);
-    if args.json {
+    if args.print.json {
         print_json(&report)?;
     }
     Ok(())

@@ -10,8 +10,12 @@ use crate::outcome::Outcome;
 use crate::runner::RunEvent;
 
 /// Terminal reporter: a progress bar on a terminal, one line per finished
-/// evaluation otherwise.
-pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
+/// evaluation otherwise; `quiet`: nothing.
+pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>, quiet: bool) {
+    if quiet {
+        while rx.recv().await.is_some() {}
+        return;
+    }
     let tty = std::io::stderr().is_terminal();
     let mut bar: Option<indicatif::ProgressBar> = None;
     let (mut done, mut total) = (0usize, 0usize);

@@ -15,13 +15,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::docker::images::CacheLevel;
-use crate::backend::BackendKind;
 use crate::dataset::model_dir;
 use crate::key::EvalName;
 use crate::record::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
 use crate::script::dataset::ScriptSource;
+use crate::settings::{BackendKind, CacheLevel};
 
 /// A run folder could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -319,6 +318,11 @@ impl RunDir {
 
     pub fn write_meta(&self, meta: &RunMeta) -> std::io::Result<()> {
         atomic::write_json_atomic(&self.path().join("run.json"), meta)
+    }
+
+    /// Whether `run.json` is there (readable or not).
+    pub fn has_meta(&self) -> bool {
+        self.path().join("run.json").exists()
     }
 
     /// `run.json`, if it is there and readable.

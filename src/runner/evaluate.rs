@@ -285,10 +285,7 @@ impl<'a> Evaluation<'a> {
         };
         if let Some(v) = version {
             self.line(format!("version from upstream tags: {v}"));
-            rs.spec
-                .env
-                .entry("SETUPTOOLS_SCM_PRETEND_VERSION".into())
-                .or_insert(v);
+            rs.pretend_version(v);
         }
         Ok(co)
     }

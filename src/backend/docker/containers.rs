@@ -170,7 +170,7 @@ impl DockerBackend {
             .next()
             .unwrap_or("x");
         let run: String = self
-            .run_id
+            .run_id()
             .chars()
             .map(|c| {
                 if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
@@ -186,7 +186,7 @@ impl DockerBackend {
             cmd: inline.unwrap_or_else(|| vec!["bash".into(), "/patchgrade-run.sh".into()]),
             working_dir: TESTBED.into(),
             labels: HashMap::from([
-                (RUN_LABEL.to_string(), self.run_id.clone()),
+                (RUN_LABEL.to_string(), self.run_id().to_string()),
                 (PID_LABEL.to_string(), std::process::id().to_string()),
                 ("patchgrade.image".to_string(), env.image.clone()),
             ]),

@@ -127,7 +127,7 @@ impl SwarmBackend {
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let name = format!("patchgrade-{}-{}-{n}", self.owner.pid, nonce());
         let mut guard = Guard::new(docker, &self.live);
-        let labels = self.owner.labels();
+        let labels = self.owner.labels(self.docker.run_id());
         // Without network: an `--internal` overlay of its own, so the task
         // reaches neither the outside nor other evaluations' tasks.
         let network = if rs.spec.network {
