@@ -496,13 +496,13 @@ mod tests {
     #[test]
     fn placements_key_evaluations_and_skip_unplaced_ones() {
         let mut records = BTreeMap::new();
-        let mut placed = EvalRecord::new("a__b-1", "m", "swarm");
+        let mut placed = EvalRecord::new("a__b-1", "m", crate::settings::BackendKind::Swarm);
         placed.environment = Some(Environment::parse(
             "image a:b sha256:1 (r:5000/a@sha256:2) on node host1/n1",
         ));
         records.insert(EvalKey::new("m", "a__b-1", None), Box::new(placed.clone()));
         records.insert(EvalKey::new("m", "a__b-2", Some("3")), Box::new(placed));
-        let mut local = EvalRecord::new("a__b-4", "m", "docker");
+        let mut local = EvalRecord::new("a__b-4", "m", crate::settings::BackendKind::Docker);
         local.environment = Some(Environment::Venv("/env/y".into()));
         records.insert(EvalKey::new("m", "a__b-4", None), Box::new(local));
         let nodes = placements(&records);

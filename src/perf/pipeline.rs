@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn the_image_is_read_from_the_environment() {
-        let mut r = EvalRecord::new("i", "m", "docker");
+        let mut r = EvalRecord::new("i", "m", crate::settings::BackendKind::Docker);
         r.environment = Some(Environment::parse(
             "image sweb.eval.x:latest sha256:abc; python 3.11 (debian-suite)",
         ));

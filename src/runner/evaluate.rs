@@ -94,7 +94,7 @@ impl<'a> Evaluation<'a> {
             ..EvalRecord::new(
                 &job.instance.instance_id,
                 &job.prediction.model_name_or_path,
-                runner.backend.name(),
+                runner.backend.kind(),
             )
         };
         Evaluation {

@@ -427,7 +427,7 @@ impl Runner {
             ..EvalRecord::new(
                 &job.instance.instance_id,
                 &job.prediction.model_name_or_path,
-                self.backend.name(),
+                self.backend.kind(),
             )
         };
         record.outcome = Outcome::InfraError;
