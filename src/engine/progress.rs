@@ -7,13 +7,18 @@ use std::io::IsTerminal;
 use tokio::sync::mpsc;
 
 use crate::outcome::Outcome;
-use crate::runner::RunEvent;
+use crate::runner::{Notice, RunEvent};
 
 /// Terminal reporter: a progress bar on a terminal, one line per finished
-/// evaluation otherwise; `quiet`: nothing.
+/// evaluation otherwise; `quiet`: only the interrupt's notice.
 pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>, quiet: bool) {
     if quiet {
-        while rx.recv().await.is_some() {}
+        // Only what a Ctrl-C does: nothing else says the command heard it.
+        while let Some(ev) = rx.recv().await {
+            if let RunEvent::Notice(n @ Notice::Interrupted) = ev {
+                eprintln!("{n}");
+            }
+        }
         return;
     }
     let tty = std::io::stderr().is_terminal();

@@ -259,6 +259,23 @@ impl RunDir {
         PathBuf::from(format!("{}.{}.json", model_dir(model), self.run_id))
     }
 
+    /// An evaluation container's name: `<image>.<run_id>.<pid>-<n>`, the run
+    /// id as Docker names allow it (other characters as `-`).
+    pub fn container_name(&self, image: &str, pid: u32, n: u64) -> String {
+        let run: String = self
+            .run_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        format!("{image}.{run}.{pid}-{n}")
+    }
+
     pub fn log_root(&self) -> &Path {
         &self.log_root
     }
@@ -429,6 +446,11 @@ mod tests {
         assert_eq!(
             run.summary_name("org/model"),
             Path::new("org__model.r1.json")
+        );
+        let odd = RunDir::new(Path::new("logs"), "a b/c");
+        assert_eq!(
+            odd.container_name("sweb.eval.x", 7, 2),
+            "sweb.eval.x.a-b-c.7-2"
         );
     }
 
