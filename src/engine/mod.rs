@@ -432,6 +432,9 @@ impl Engine {
     pub async fn execute(&self, jobs: Vec<Job>) -> Executed {
         let mut session = self.session();
         let (say, cancel) = (session.events(), session.cancel());
+        for notice in &self.notices {
+            let _ = say.send(RunEvent::Notice(notice.clone()));
+        }
         let started = Instant::now();
         let chosen_tests: BTreeSet<EvalKey> = jobs
             .iter()

@@ -28,17 +28,13 @@ pub struct Session<'e> {
 }
 
 impl Engine {
-    /// Starts the reporter (it shows the engine's notices first) and the
-    /// Ctrl-C watcher.
+    /// Starts the reporter and the Ctrl-C watcher.
     pub fn session(&self) -> Session<'_> {
         let (cancel_tx, cancel) = watch::channel(false);
         let (abandon_tx, abandon) = oneshot::channel::<()>();
         let interrupted = Arc::new(AtomicBool::new(false));
         let (events, rx) = mpsc::unbounded_channel();
         let reporter = tokio::spawn(progress::terminal(rx, self.quiet));
-        for notice in &self.notices {
-            let _ = events.send(RunEvent::Notice(notice.clone()));
-        }
         let watcher = {
             let interrupted = interrupted.clone();
             let say = events.clone();
