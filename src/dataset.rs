@@ -35,7 +35,7 @@ pub enum InputError {
         ids: Vec<String>,
     },
     #[error(transparent)]
-    TaskRepo(#[from] crate::task_repo::TaskRepoError),
+    TaskRepo(#[from] TaskRepoError),
     #[error("{path}:{line}: duplicate instance_id {id} (first at line {first})")]
     Duplicate {
         path: PathBuf,
@@ -298,6 +298,47 @@ fn from_row<T: for<'de> Deserialize<'de>>(
     })
 }
 
+/// The folder of a task repository that holds one directory per task.
+pub const TASKS_SUBDIR: &str = "tasks";
+
+/// A task repository (`crate::task_repo`), or one of its task directories,
+/// could not be read. Here, beside the other input errors it is one of,
+/// so the dataset needs nothing of `task_repo`.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskRepoError {
+    #[error("{path}: not a task repository (no {TASKS_SUBDIR}/ directory)")]
+    NoTasks { path: PathBuf },
+    #[error("{path}: no task directories under {TASKS_SUBDIR}/")]
+    Empty { path: PathBuf },
+    #[error("failed to read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{dir}: missing {file}")]
+    Missing { dir: PathBuf, file: &'static str },
+    #[error("{path}: not valid YAML: {reason}")]
+    Yaml { path: PathBuf, reason: String },
+    #[error("{path}: not valid JSON: {reason}")]
+    Json { path: PathBuf, reason: String },
+    #[error("{path}: {reason}")]
+    Shape { path: PathBuf, reason: String },
+    #[error("{dir}: {reason}")]
+    Instance { dir: PathBuf, reason: String },
+    #[error("{path}: no tasks in split {split:?} (it has: {})", if available.is_empty() { "none".to_string() } else { available.join(" ") })]
+    NoSplit {
+        path: PathBuf,
+        split: String,
+        available: Vec<String>,
+    },
+    #[error("{dir}: duplicate instance_id {id} (also {first})")]
+    Duplicate {
+        dir: PathBuf,
+        first: PathBuf,
+        id: String,
+    },
+}
+
 /// A loaded dataset, in file order.
 #[derive(Debug, Clone, Default)]
 pub struct Dataset {
@@ -305,14 +346,7 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// A dataset file, or a task repository when `path` is a directory
-    /// (`--task-repo`; and a finished run records either as its dataset).
-    pub fn open(path: &Path) -> Result<Dataset, InputError> {
-        if crate::task_repo::is_task_repo(path) {
-            return Ok(crate::task_repo::load(path)?);
-        }
-        Dataset::load(path)
-    }
+    // `Dataset::open` (a file or a task repository) is in `task_repo`.
 
     /// A dataset file (`.jsonl`, `.json`).
     pub fn load(path: &Path) -> Result<Dataset, InputError> {

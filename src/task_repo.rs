@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::dataset::json_kind as kind;
-use crate::dataset::{Dataset, Instance};
+use crate::dataset::{Dataset, InputError, Instance};
+pub use crate::dataset::{TaskRepoError, TASKS_SUBDIR};
 
-pub const TASKS_SUBDIR: &str = "tasks";
 pub const TASK_FILE: &str = "task.yaml";
 pub const TESTS_FILE: &str = "tests.json";
 pub const DOCKERFILE: &str = "Dockerfile";
@@ -39,40 +39,16 @@ const AS_FILE: [(&str, &str); 4] = [
 const OPTIONAL_FILE: [(&str, &str); 1] = [("hints_text", "hints.md")];
 const TEST_KEYS: [&str; 2] = ["FAIL_TO_PASS", "PASS_TO_PASS"];
 
-/// A task repository, or one of its task directories, could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum TaskRepoError {
-    #[error("{path}: not a task repository (no {TASKS_SUBDIR}/ directory)")]
-    NoTasks { path: PathBuf },
-    #[error("{path}: no task directories under {TASKS_SUBDIR}/")]
-    Empty { path: PathBuf },
-    #[error("failed to read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{dir}: missing {file}")]
-    Missing { dir: PathBuf, file: &'static str },
-    #[error("{path}: not valid YAML: {reason}")]
-    Yaml { path: PathBuf, reason: String },
-    #[error("{path}: not valid JSON: {reason}")]
-    Json { path: PathBuf, reason: String },
-    #[error("{path}: {reason}")]
-    Shape { path: PathBuf, reason: String },
-    #[error("{dir}: {reason}")]
-    Instance { dir: PathBuf, reason: String },
-    #[error("{path}: no tasks in split {split:?} (it has: {})", if available.is_empty() { "none".to_string() } else { available.join(" ") })]
-    NoSplit {
-        path: PathBuf,
-        split: String,
-        available: Vec<String>,
-    },
-    #[error("{dir}: duplicate instance_id {id} (also {first})")]
-    Duplicate {
-        dir: PathBuf,
-        first: PathBuf,
-        id: String,
-    },
+impl Dataset {
+    /// A dataset file, or a task repository when `path` is a directory
+    /// (`--task-repo`; and a finished run records either as its dataset).
+    /// Here, not in `dataset`, which knows nothing of task repositories.
+    pub fn open(path: &Path) -> Result<Dataset, InputError> {
+        if is_task_repo(path) {
+            return Ok(load(path)?);
+        }
+        Dataset::load(path)
+    }
 }
 
 /// Is `path` a task repository (a directory), rather than a dataset file?

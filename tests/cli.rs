@@ -110,6 +110,29 @@ fn gold_resolves_and_a_wrong_patch_does_not() {
 }
 
 #[test]
+fn quiet_keeps_the_results_and_drops_the_progress() {
+    let w = widgets();
+    let row = w.row("acme__widgets-1");
+    w.sb.write("dataset.jsonl", &jsonl(&[row]));
+    let loud = w.sb.run(&w.args("loud", "gold", &[]));
+    assert_eq!(loud.status.code(), Some(exit::OK));
+    let loud_err = String::from_utf8_lossy(&loud.stderr);
+    assert!(loud_err.contains("evaluating 1 predictions"), "{loud_err}");
+    let out = w.sb.run(&w.args("q", "gold", &["--quiet", "--json"]));
+    assert_eq!(out.status.code(), Some(exit::OK));
+    assert_eq!(w.sb.outcome("q", "gold", "acme__widgets-1"), "resolved");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("evaluating 1 predictions"), "{err}");
+    assert!(!err.contains("[1/1]"), "{err}");
+    assert!(err.contains("summary written to"), "{err}");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["resolved_ids"],
+        serde_json::json!(["acme__widgets-1"])
+    );
+}
+
+#[test]
 fn rerun_reuses_results_only_for_the_same_patch() {
     let w = widgets();
     let sb = &w.sb;

@@ -18,13 +18,10 @@ use crate::grade::grade_log;
 use crate::key::EvalKey;
 use crate::outcome::Outcome;
 use crate::parse::LogParser;
-use crate::record::EvalRecord;
+use crate::record::{EvalRecord, RanOn};
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::{Evaluation, RunDir, RunDirError};
 use crate::spec::SpecSet;
-
-/// The backend a record made from someone else's log names.
-pub const REFERENCE_LOG_BACKEND: &str = "reference-log";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegradeError {
@@ -208,7 +205,7 @@ fn regrade_reference(
         .ok_or_else(|| skipped(&dir, "no test_output.txt"))?;
     let parser = parser_for(specs, inst).map_err(|e| skipped(&dir, e))?;
     let patch = dir.patch();
-    let mut record = EvalRecord::new(&inst.instance_id, &model, REFERENCE_LOG_BACKEND);
+    let mut record = EvalRecord::new(&inst.instance_id, &model, RanOn::ReferenceLog);
     // Never a cache hit (the key stays empty): this record did not come
     // from a run.
     record.patch_sha256 = patch.as_deref().map(sha256_hex);

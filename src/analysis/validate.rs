@@ -340,7 +340,7 @@ mod tests {
     fn record(model: &str, id: &str, outcome: Outcome) -> EvalRecord {
         EvalRecord {
             outcome,
-            ..EvalRecord::new(id, model, "local")
+            ..EvalRecord::new(id, model, crate::settings::BackendKind::Local)
         }
     }
 

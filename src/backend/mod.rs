@@ -14,8 +14,6 @@ pub mod swarm;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 /// Spec `blackhole_routes`, as shell run with NET_ADMIN inside the test's
 /// own network namespace: packets to non-local addresses vanish (connects
 /// time out, as the tests expect) instead of failing at once; the name
@@ -120,49 +118,7 @@ pub use local::{LocalBackend, LocalEnv};
 pub use setup_files::{environment_for, filter_requirements, read_requirements, EnvFile};
 pub use swarm::{SwarmBackend, SwarmEnv};
 
-/// Which backend ran a run's tests, as run.json and the summaries name it
-/// (`docker`, `local`, `swarm`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    Docker,
-    Local,
-    Swarm,
-}
-
-impl BackendKind {
-    pub const ALL: [BackendKind; 3] = [BackendKind::Docker, BackendKind::Local, BackendKind::Swarm];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Docker => "docker",
-            BackendKind::Local => "local",
-            BackendKind::Swarm => "swarm",
-        }
-    }
-}
-
-impl std::fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A backend name that is none of the three.
-#[derive(Debug, thiserror::Error)]
-#[error("unknown backend {0:?} (docker, local, swarm)")]
-pub struct UnknownBackend(pub String);
-
-impl std::str::FromStr for BackendKind {
-    type Err = UnknownBackend;
-
-    fn from_str(s: &str) -> Result<BackendKind, UnknownBackend> {
-        BackendKind::ALL
-            .into_iter()
-            .find(|b| b.name() == s)
-            .ok_or_else(|| UnknownBackend(s.to_string()))
-    }
-}
+pub use crate::settings::{BackendKind, UnknownBackend};
 
 /// The backends patchgrade can run on.
 #[derive(Debug)]
@@ -361,21 +317,5 @@ impl Backend {
             Backend::Swarm(b) => b.kill_running().await,
             Backend::Local(_) => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backend_kinds_have_one_spelling() {
-        for kind in BackendKind::ALL {
-            let text = kind.to_string();
-            assert_eq!(text.parse::<BackendKind>().unwrap(), kind);
-            assert_eq!(serde_json::to_value(kind).unwrap(), text.as_str());
-        }
-        assert_eq!(BackendKind::Swarm.to_string(), "swarm");
-        assert!("auto".parse::<BackendKind>().is_err());
     }
 }

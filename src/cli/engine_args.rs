@@ -225,6 +225,7 @@ impl EngineArgs {
                 registry: self.swarm.registry.clone(),
             },
             eval_script: self.eval_script.into(),
+            quiet: false,
             sources: Sources {
                 specs: self.sources.specs.clone(),
                 mirror_dir: self.sources.mirror_dir.clone(),

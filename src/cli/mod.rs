@@ -53,6 +53,19 @@ impl DatasetArg {
     }
 }
 
+/// How a command prints, the same flags on every command: results on
+/// stdout with `--json`, progress and notices on stderr unless `--quiet`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct OutputArgs {
+    /// Print the command's results as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress and no notices on stderr; the results, the tables and
+    /// errors still show.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Evaluate predictions against a dataset and write reports.
@@ -103,9 +116,8 @@ pub struct ReviewArgs {
     /// `run` with the same --run-id) ended resolved.
     #[arg(long)]
     pub resolved_only: bool,
-    /// Print every review as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: OutputArgs,
     #[command(flatten)]
     pub judge: JudgeArgs,
     #[command(flatten)]
@@ -165,9 +177,8 @@ pub struct RunArgs {
     /// Folder for the summary <model>.<run_id>.json.
     #[arg(long, default_value = ".")]
     pub report_dir: PathBuf,
-    /// Print the summary JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: OutputArgs,
     /// After grading, measure the runtime of the resolved patches against
     /// base (and gold) as `perf` does (Docker).
     #[arg(long)]
@@ -208,9 +219,8 @@ pub struct AuditArgs {
     /// held_out_test_patch (instances may also carry those fields).
     #[arg(long, value_name = "FILE", conflicts_with = "predictions")]
     pub held_out: Option<PathBuf>,
-    /// Print the audit counts as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: OutputArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -232,9 +242,8 @@ pub struct ValidateArgs {
     /// Folder for the report validate.<run_id>.json.
     #[arg(long, default_value = ".")]
     pub report_dir: PathBuf,
-    /// Print the report JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: OutputArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -266,9 +275,8 @@ pub struct ReportArgs {
     /// Paired comparison of two run folders: A minus B.
     #[arg(long, num_args = 2, value_names = ["A", "B"])]
     pub compare: Vec<PathBuf>,
-    /// Print the numbers as JSON on stdout instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: OutputArgs,
     /// Folder for report.md and its SVG plots; default RUN_DIR/passk.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -296,9 +304,8 @@ pub struct RegradeArgs {
     /// Say what would change; write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Print the changes as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -319,9 +326,8 @@ pub struct SelectArgs {
     /// Run id of the selection's own test runs; default <run_id>.select.
     #[arg(long)]
     pub select_run_id: Option<String>,
-    /// Print the selection report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: OutputArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

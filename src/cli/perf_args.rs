@@ -26,9 +26,8 @@ pub struct PerfArgs {
     /// Only these instance ids (space- or comma-separated, repeatable).
     #[arg(long, value_name = "ID", num_args = 1.., value_delimiter = ',')]
     pub instance_ids: Vec<String>,
-    /// Print every perf.json record and the aggregates as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: super::OutputArgs,
     #[command(flatten)]
     pub measure: MeasureArgs,
     #[command(flatten)]

@@ -48,7 +48,7 @@ pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> 
     };
     let dataset = Dataset::open(&dataset_path).map_err(ExpectedError::bad)?;
     // The run's own setup (specs, mirrors, backend...) unless flags say otherwise.
-    let opts = reused_options(&args.engine, &rundir, given, &dataset_path);
+    let opts = reused_options(&args.engine, args.print, &rundir, given, &dataset_path);
     let specs = opts.sources.spec_set().map_err(ExpectedError::bad)?;
     let held_out = match &args.held_out {
         Some(p) => dynamic::load_sidecar(p).map_err(|e| ExpectedError::bad(anyhow::anyhow!(e)))?,
@@ -92,7 +92,7 @@ pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> 
     let path = run_dir.join("audit.json");
     write_report(&path, &report)?;
     eprintln!("audit written to {}", path.display());
-    if args.json {
+    if args.print.json {
         print_json(&report)?;
     }
     if let Some(done) = &done {
@@ -244,7 +244,7 @@ fn submission(args: &AuditArgs) -> Result<(), ExpectedError> {
         let f = s.findings.iter().map(|(k, n)| (k.name().to_string(), *n));
         eprintln!("findings (predictions): {}", counts(f.collect()));
     }
-    if args.json {
+    if args.print.json {
         print_json(&serde_json::json!({ "summary": s, "audit": audit }))?;
     }
     Ok(())

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::cli::engine_args::EngineArgs;
 use crate::cli::reuse::Given;
-use crate::cli::{Command, DatasetArg};
+use crate::cli::{Command, DatasetArg, OutputArgs};
 use crate::error::ExpectedError;
 use patchgrade::dataset::{Dataset, Instance};
 use patchgrade::engine::{EngineOptions, Executed};
@@ -43,9 +43,11 @@ pub async fn dispatch(command: Command, given: Given) -> Result<(), ExpectedErro
 }
 
 /// The engine options for evaluating `rundir`'s run again: its run.json's
-/// setup under the flags given; a dataset changed since is said.
+/// setup under the flags given; a dataset changed since is said (unless
+/// `--quiet`).
 fn reused_options(
     engine: &EngineArgs,
+    print: OutputArgs,
     rundir: &RunDir,
     given: &Given,
     dataset: &Path,
@@ -53,7 +55,7 @@ fn reused_options(
     let source = rundir.path().join("run.json");
     let meta = rundir.meta();
     if let Some(want) = meta.as_ref().and_then(|m| m.dataset_sha256.as_deref()) {
-        if file_sha256(dataset).as_deref().is_some_and(|h| h != want) {
+        if !print.quiet && file_sha256(dataset).as_deref().is_some_and(|h| h != want) {
             eprintln!(
                 "warning: {} changed since the run ({} records sha256 {want})",
                 dataset.display(),
@@ -61,9 +63,18 @@ fn reused_options(
             );
         }
     }
-    engine
+    let mut opts = engine
         .over_setup(meta.as_ref().and_then(|m| m.setup.as_ref()), given, &source)
-        .options()
+        .options();
+    opts.quiet = print.quiet;
+    opts
+}
+
+/// The engine options as given; `--quiet` silences the engine's reporter.
+fn given_options(engine: &EngineArgs, print: OutputArgs) -> EngineOptions {
+    let mut opts = engine.options();
+    opts.quiet = print.quiet;
+    opts
 }
 
 /// `--eval-script dataset` runs each instance's own script: an instance

@@ -86,7 +86,7 @@ pub fn regrade(args: RegradeArgs) -> Result<(), ExpectedError> {
         written: !args.dry_run,
     };
     print_table(&report, &done);
-    if args.json {
+    if args.print.json {
         print_json(&report)?;
     }
     Ok(())
@@ -186,7 +186,7 @@ fn write_summaries(
         backend: run
             .meta()
             .and_then(|m| m.setup.and_then(|s| s.backend))
-            .or_else(|| records.values().find_map(|r| r.backend.parse().ok())),
+            .or_else(|| records.values().find_map(|r| r.backend.backend())),
         wall_seconds: 0.0,
     };
     for m in model_summaries(&ds, &pred_refs, &records, &info, run) {

@@ -35,7 +35,7 @@ pub fn report(args: ReportArgs) -> Result<(), ExpectedError> {
         let ra = load_run(a).map_err(ExpectedError::bad)?;
         let rb = load_run(b).map_err(ExpectedError::bad)?;
         let cmp = compare(&ra, &rb, &opts);
-        if args.json {
+        if args.print.json {
             print_json(&serde_json::json!({ "compare": cmp }))?;
         } else {
             print!("{}", cmp.table());
@@ -67,14 +67,14 @@ pub fn report(args: ReportArgs) -> Result<(), ExpectedError> {
             .with_context(|| format!("cannot write the report into {}", out.display()))
             .map_err(ExpectedError::infra)?;
         rep.markdown = Some(md.display().to_string());
-        if !args.json {
+        if !args.print.json {
             print!("{}", rep.table(true));
             println!();
         }
         eprintln!("Markdown report and plots written to {}", md.display());
         reports.push(rep);
     }
-    if args.json {
+    if args.print.json {
         print_one_or_many(&reports)?;
     }
     Ok(())

@@ -19,9 +19,14 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
     let jobs = jobs_for_predictions(&dataset, preds).map_err(ExpectedError::bad)?;
     if args.perf {
         // Checked before the evaluation; sets Docker and keeps the images.
-        super::perf::options(&args.measure, &mut args.engine, &args.run_id)?;
+        super::perf::options(
+            &args.measure,
+            &mut args.engine,
+            &args.run_id,
+            args.print.quiet,
+        )?;
     }
-    let opts = args.engine.options();
+    let opts = super::given_options(&args.engine, args.print);
     check_eval_scripts(
         &opts,
         args.dataset.path(),
@@ -70,7 +75,7 @@ pub async fn run(mut args: RunArgs) -> Result<(), ExpectedError> {
     ) {
         eprintln!("\npass@k (95% bootstrap intervals over instances):\n{table}");
     }
-    if args.json {
+    if args.print.json {
         print_one_or_many(&summaries)?;
     }
     let graded = finished_all(&done, "the run");

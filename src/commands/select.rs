@@ -44,6 +44,7 @@ pub async fn select(args: SelectArgs, given: &Given) -> Result<(), ExpectedError
         .unwrap_or_else(|| source.selected_predictions_name());
     let opts = reused_options(
         &args.engine,
+        args.print,
         &RunDir::at(&args.run_dir),
         given,
         &dataset_path,
@@ -80,7 +81,7 @@ pub async fn select(args: SelectArgs, given: &Given) -> Result<(), ExpectedError
         output.display(),
         report_path.display()
     );
-    if args.json {
+    if args.print.json {
         print_json(&report)?;
     }
     finished_all(&done, "the selection")

@@ -19,9 +19,15 @@ pub async fn validate(args: ValidateArgs, given: &Given) -> Result<(), ExpectedE
         .meta()
         .is_some_and(|m| m.dataset_path().as_deref() == Some(args.dataset.path()));
     let opts = if same_dataset {
-        reused_options(&args.engine, &rundir, given, args.dataset.path())
+        reused_options(
+            &args.engine,
+            args.print,
+            &rundir,
+            given,
+            args.dataset.path(),
+        )
     } else {
-        args.engine.options()
+        super::given_options(&args.engine, args.print)
     };
     check_eval_scripts(&opts, args.dataset.path(), &dataset.instances)?;
     let engine = Engine::build(&opts, &args.run_id, args.dataset.path())?;
@@ -39,7 +45,7 @@ pub async fn validate(args: ValidateArgs, given: &Given) -> Result<(), ExpectedE
     write_report(&path, &report)?;
     eprintln!("\n{}", report.table());
     eprintln!("report written to {}", path.display());
-    if args.json {
+    if args.print.json {
         print_json(&report)?;
     }
     finished_all(&done, "the validation")

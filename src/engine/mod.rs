@@ -4,17 +4,18 @@
 
 mod leftovers;
 mod progress;
+mod session;
+
+pub use session::Session;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 use crate::backend::docker::daemon::answers as daemon_answers;
-use crate::backend::docker::events::ImageEvents;
 use crate::backend::docker::{DockerBackend, DockerError, DockerOptions};
 use crate::backend::swarm::{SwarmError, SwarmOptions};
 use crate::backend::{Backend, BackendKind, LocalBackend, SwarmBackend};
@@ -120,6 +121,8 @@ pub struct EngineOptions {
     /// Where the eval script comes from: the spec (default) or the
     /// instance's own `eval_script` (Docker and swarm backends only).
     pub eval_script: ScriptSource,
+    /// The reporter shows no progress and no notices (`--quiet`).
+    pub quiet: bool,
 }
 
 impl EngineOptions {
@@ -202,6 +205,14 @@ impl EngineError {
     }
 }
 
+/// Whether building an engine writes run.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Meta {
+    Write,
+    /// An existing run.json stays as it is.
+    Keep,
+}
+
 /// A runner ready to execute jobs, with its scratch space.
 pub struct Engine {
     pub runner: Arc<Runner>,
@@ -209,6 +220,8 @@ pub struct Engine {
     pub backend: BackendKind,
     /// What the engine has to say before the run (shown when it starts).
     notices: Vec<Notice>,
+    /// The reporter shows nothing.
+    quiet: bool,
     _work: tempfile::TempDir,
     /// Held while the engine lives: one process per run folder.
     _lock: RunLock,
@@ -282,10 +295,31 @@ impl Engine {
         }
     }
 
+    /// An engine for a run: its run.json records this setup.
     pub fn build(
         opts: &EngineOptions,
         run_id: &str,
         dataset_path: &Path,
+    ) -> Result<Engine, EngineError> {
+        Engine::open(opts, run_id, dataset_path, Meta::Write)
+    }
+
+    /// An engine over a run folder whose run.json, when there is one, stays
+    /// as it is: `review` reads a finished run, whose recorded setup
+    /// `audit --rerun` and `select` reuse.
+    pub fn attach(
+        opts: &EngineOptions,
+        run_id: &str,
+        dataset_path: &Path,
+    ) -> Result<Engine, EngineError> {
+        Engine::open(opts, run_id, dataset_path, Meta::Keep)
+    }
+
+    fn open(
+        opts: &EngineOptions,
+        run_id: &str,
+        dataset_path: &Path,
+        meta: Meta,
     ) -> Result<Engine, EngineError> {
         if run_id.trim().is_empty() || run_id.contains('/') {
             return Err(EngineError::RunId);
@@ -318,31 +352,24 @@ impl Engine {
                     .unwrap_or_default(),
             });
         }
+        let rundir = RunDir::new(&opts.log_dir, run_id);
         let backend = if opts.backend == BackendChoice::Swarm {
             let b = SwarmBackend::new(
                 opts.docker.clone(),
                 opts.swarm.clone(),
                 &cache,
-                &opts.log_dir,
+                &rundir,
                 repos.clone(),
-                run_id,
             )
             .map_err(EngineError::SwarmConfig)?;
             Backend::Swarm(Box::new(b))
         } else if use_docker {
-            let b = DockerBackend::new(
-                opts.docker.clone(),
-                &cache,
-                &opts.log_dir,
-                repos.clone(),
-                run_id,
-            )
-            .map_err(EngineError::DockerConfig)?;
+            let b = DockerBackend::new(opts.docker.clone(), &cache, &rundir, repos.clone())
+                .map_err(EngineError::DockerConfig)?;
             Backend::Docker(Box::new(b))
         } else {
             Backend::Local(LocalBackend::new(&cache, repos.clone(), opts.sandbox))
         };
-        let rundir = RunDir::new(&opts.log_dir, run_id);
         let lock = rundir.lock().map_err(EngineError::Locked)?;
         // Holding the lock: scratch of an earlier process on this run
         // folder is a killed run's.
@@ -374,9 +401,13 @@ impl Engine {
             durations,
             unwritten: Default::default(),
         });
+        let keep = meta == Meta::Keep && rundir.has_meta();
         rundir
             .create()
             .and_then(|()| {
+                if keep {
+                    return Ok(());
+                }
                 let mut meta = RunMeta::new(run_id, dataset_path);
                 meta.setup = Some(opts.setup(backend_kind));
                 rundir.write_meta(&meta)
@@ -389,6 +420,7 @@ impl Engine {
             runner,
             backend: backend_kind,
             notices,
+            quiet: opts.quiet,
             _work: work,
             _lock: lock,
         })
@@ -398,45 +430,11 @@ impl Engine {
     /// (their results are not recorded), a second Ctrl-C removes the
     /// containers and returns at once, `abandoned`.
     pub async fn execute(&self, jobs: Vec<Job>) -> Executed {
-        let (cancel_tx, cancel_rx) = watch::channel(false);
-        let (abandon_tx, abandon_rx) = tokio::sync::oneshot::channel::<()>();
-        let interrupted = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::unbounded_channel();
-        let reporter = tokio::spawn(progress::terminal(rx));
+        let mut session = self.session();
+        let (say, cancel) = (session.events(), session.cancel());
         for notice in &self.notices {
-            let _ = tx.send(RunEvent::Notice(notice.clone()));
+            let _ = say.send(RunEvent::Notice(notice.clone()));
         }
-        let watcher = {
-            let interrupted = interrupted.clone();
-            let say = tx.clone();
-            let runner = self.runner.clone();
-            let scratch = self.runner.cfg.work_root.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    interrupted.store(true, Ordering::SeqCst);
-                    let _ = say.send(RunEvent::Notice(Notice::Interrupted));
-                    let _ = cancel_tx.send(true);
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        // Containers would outlive the process: remove them first.
-                        let _ = tokio::time::timeout(
-                            Duration::from_secs(10),
-                            runner.backend.kill_running(),
-                        )
-                        .await;
-                        // The command exits at once, with nothing run after it.
-                        let _ = std::fs::remove_dir_all(&scratch);
-                        let _ = abandon_tx.send(());
-                    }
-                }
-            })
-        };
-        let say = tx.clone();
-        let images = tx.clone();
-        self.runner
-            .backend
-            .report_to(Some(ImageEvents::new(move |e| {
-                let _ = images.send(RunEvent::Images(e));
-            })));
         let started = Instant::now();
         let chosen_tests: BTreeSet<EvalKey> = jobs
             .iter()
@@ -451,34 +449,29 @@ impl Engine {
                 .backend
                 .remove_stale(self.runner.cfg.rundir.run_id())
                 .await;
-            self.runner.clone().run(jobs, tx, cancel_rx).await
+            self.runner.clone().run(jobs, say.clone(), cancel).await
         };
         // A second Ctrl-C drops the running evaluations (their tasks are
         // aborted with the runner's task set) and returns at once.
-        let ran = tokio::select! {
-            ran = running => ran,
-            Ok(()) = abandon_rx => {
-                return Executed {
-                    records: Records::new(),
-                    interrupted: true,
-                    abandoned: true,
-                    failed_tasks: 0,
-                    unwritten: Vec::new(),
-                    elapsed: started.elapsed(),
-                };
-            }
+        let Some(ran) = session.drive(running).await else {
+            return Executed {
+                records: Records::new(),
+                interrupted: true,
+                abandoned: true,
+                failed_tasks: 0,
+                unwritten: Vec::new(),
+                elapsed: started.elapsed(),
+            };
         };
-        watcher.abort();
-        let _ = watcher.await;
+        let interrupted = session.stop_watching().await;
         self.runner.backend.finish().await;
         self.record_after_run(&ran.records, &chosen_tests, &say);
         // The reporter ends once nothing holds a sender of it.
         drop(say);
-        self.runner.backend.report_to(None);
-        let _ = reporter.await;
+        session.close().await;
         Executed {
             records: ran.records,
-            interrupted: interrupted.load(Ordering::SeqCst),
+            interrupted,
             abandoned: false,
             failed_tasks: ran.failed_tasks,
             unwritten: ran.unwritten,
@@ -506,13 +499,13 @@ mod tests {
     #[test]
     fn placements_key_evaluations_and_skip_unplaced_ones() {
         let mut records = BTreeMap::new();
-        let mut placed = EvalRecord::new("a__b-1", "m", "swarm");
+        let mut placed = EvalRecord::new("a__b-1", "m", crate::settings::BackendKind::Swarm);
         placed.environment = Some(Environment::parse(
             "image a:b sha256:1 (r:5000/a@sha256:2) on node host1/n1",
         ));
         records.insert(EvalKey::new("m", "a__b-1", None), Box::new(placed.clone()));
         records.insert(EvalKey::new("m", "a__b-2", Some("3")), Box::new(placed));
-        let mut local = EvalRecord::new("a__b-4", "m", "docker");
+        let mut local = EvalRecord::new("a__b-4", "m", crate::settings::BackendKind::Docker);
         local.environment = Some(Environment::Venv("/env/y".into()));
         records.insert(EvalKey::new("m", "a__b-4", None), Box::new(local));
         let nodes = placements(&records);

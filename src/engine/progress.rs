@@ -7,11 +7,20 @@ use std::io::IsTerminal;
 use tokio::sync::mpsc;
 
 use crate::outcome::Outcome;
-use crate::runner::RunEvent;
+use crate::runner::{Notice, RunEvent};
 
 /// Terminal reporter: a progress bar on a terminal, one line per finished
-/// evaluation otherwise.
-pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>) {
+/// evaluation otherwise; `quiet`: only the interrupt's notice.
+pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>, quiet: bool) {
+    if quiet {
+        // Only what a Ctrl-C does: nothing else says the command heard it.
+        while let Some(ev) = rx.recv().await {
+            if let RunEvent::Notice(n @ Notice::Interrupted) = ev {
+                eprintln!("{n}");
+            }
+        }
+        return;
+    }
     let tty = std::io::stderr().is_terminal();
     let mut bar: Option<indicatif::ProgressBar> = None;
     let (mut done, mut total) = (0usize, 0usize);

@@ -98,7 +98,7 @@ fn status_of(s: &str) -> Option<TestStatus> {
 }
 
 #[derive(Default)]
-struct Parser {
+struct UnittestParser {
     out: RawParse,
     /// Test whose ` ... ` was printed but whose status has not come yet.
     awaiting_status: Option<String>,
@@ -106,7 +106,7 @@ struct Parser {
     awaiting_docstring: Option<(String, bool)>,
 }
 
-impl Parser {
+impl UnittestParser {
     fn line(&mut self, line: &str) {
         let line = line.strip_suffix('\r').unwrap_or(line);
 
@@ -204,7 +204,7 @@ impl Parser {
 }
 
 pub(crate) fn parse_unittest(log: &str) -> RawParse {
-    let mut p = Parser::default();
+    let mut p = UnittestParser::default();
     for line in log.split('\n') {
         p.line(line);
     }

@@ -67,7 +67,7 @@ impl fmt::Display for XmlError {
 /// Parse a whole document: one root element, with only whitespace,
 /// comments and processing instructions around it.
 pub(crate) fn parse(text: &str) -> Result<Element, XmlError> {
-    let mut p = Parser {
+    let mut p = XmlParser {
         s: text,
         i: 0,
         bindings: Vec::new(),
@@ -92,7 +92,7 @@ pub(crate) fn parse(text: &str) -> Result<Element, XmlError> {
     Ok(root)
 }
 
-struct Parser<'a> {
+struct XmlParser<'a> {
     s: &'a str,
     i: usize,
     /// Namespace bindings in force, innermost last: (prefix, uri); "" is
@@ -126,7 +126,7 @@ fn is_name_char(c: char) -> bool {
         || matches!(c, '-' | '.' | '\u{b7}' | '\u{300}'..='\u{36f}' | '\u{203f}'..='\u{2040}')
 }
 
-impl<'a> Parser<'a> {
+impl<'a> XmlParser<'a> {
     fn rest(&self) -> &'a str {
         &self.s[self.i..]
     }
@@ -249,7 +249,7 @@ impl<'a> Parser<'a> {
                 "apos" => '\'',
                 "quot" => '"',
                 _ => {
-                    let mut probe = Parser {
+                    let mut probe = XmlParser {
                         s: body,
                         i: 0,
                         bindings: Vec::new(),
@@ -488,7 +488,7 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// What [`Parser::content`] stopped at.
+/// What [`XmlParser::content`] stopped at.
 #[derive(PartialEq, Eq)]
 enum Markup {
     Start,

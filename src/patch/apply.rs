@@ -283,7 +283,7 @@ fn apply_strict(repo: &git2::Repository, text: &str) -> Result<(), git2::Error> 
     repo.apply(&diff, git2::ApplyLocation::WorkDir, None)
 }
 
-type Plan = BTreeMap<String, Option<FileState>>;
+type FilePlan = BTreeMap<String, Option<FileState>>;
 
 /// Computes every touched file's final state in memory; the error says which
 /// file and hunk failed.
@@ -291,12 +291,12 @@ fn plan_fuzzy(
     repo: &git2::Repository,
     workdir: &Path,
     sections: &[Section],
-) -> Result<Plan, String> {
-    let mut plan: Plan = BTreeMap::new();
+) -> Result<FilePlan, String> {
+    let mut plan: FilePlan = BTreeMap::new();
     for s in sections {
         let old = s.old_path.as_deref();
         let new = s.new_path.as_deref();
-        let current = |plan: &Plan, p: &str| -> Result<Option<FileState>, String> {
+        let current = |plan: &FilePlan, p: &str| -> Result<Option<FileState>, String> {
             match plan.get(p) {
                 Some(st) => Ok(st.clone()),
                 None => read_state(workdir, p).map_err(|e| format!("{p}: {e}")),
@@ -392,7 +392,7 @@ fn apply_binary(
 
 /// Writes a plan: deletions first (a file may become a directory), then
 /// writes; emptied directories are removed as git does.
-fn write_plan(workdir: &Path, plan: &Plan) -> Result<(), PatchError> {
+fn write_plan(workdir: &Path, plan: &FilePlan) -> Result<(), PatchError> {
     for (p, st) in plan {
         if st.is_none() {
             let full = workdir.join(p);

@@ -7,6 +7,8 @@
 //!   variants interleaved, and prints one JSON line per run;
 //! - [`container`]: one container per instance holding every variant's tree;
 //! - [`instance`]: all of it for one instance, ending in its perf.json record;
+//! - [`pipeline`]: [`measure`], a graded run's instances one after the
+//!   other under the engine, and the run's report;
 //! - [`record`]: the driver's lines and perf.json, typed;
 //! - [`stats`]: the statistics; [`analyse`] (here) turns measurements into
 //!   per-variant statistics, verdicts and the correctness gate, and
@@ -15,6 +17,7 @@
 
 pub mod container;
 pub mod instance;
+pub mod pipeline;
 pub mod record;
 pub mod render;
 pub mod stats;
@@ -22,6 +25,8 @@ pub mod variants;
 pub mod workload;
 
 use std::collections::BTreeMap;
+
+pub use pipeline::{measure, MeasureError, Measurements};
 
 use serde::{Deserialize, Serialize};
 

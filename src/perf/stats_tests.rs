@@ -36,7 +36,7 @@ use Alternative::{Greater, Less, TwoSided};
 use MwuMethod::{Asymptotic, Exact};
 
 /// x, y, alternative, method, scipy's U, scipy's p.
-type Case<'a> = (&'a [f64], &'a [f64], Alternative, MwuMethod, f64, f64);
+type MwuCase<'a> = (&'a [f64], &'a [f64], Alternative, MwuMethod, f64, f64);
 
 /// Produced by:
 /// ```python
@@ -52,7 +52,7 @@ type Case<'a> = (&'a [f64], &'a [f64], Alternative, MwuMethod, f64, f64);
 #[test]
 fn mann_whitney_matches_scipy_without_ties() {
     #[rustfmt::skip]
-    let cases: &[Case] = &[
+    let cases: &[MwuCase] = &[
         (&X, &Y, Greater, Exact, 100.0, 5.412544112234515e-06),
         (&X, &Y, Greater, Asymptotic, 100.0, 9.133589555477501e-05),
         (&X, &Y, Less, Exact, 100.0, 1.0),

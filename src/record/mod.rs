@@ -12,6 +12,70 @@ use crate::outcome::{Outcome, Timings};
 use crate::parse::StatusMap;
 use crate::patch::ApplyStrategy;
 use crate::script::dataset::ScriptUsed;
+use crate::settings::BackendKind;
+
+/// What produced an evaluation's log, the record's `backend`: one of
+/// patchgrade's backends, or the reference harness (the records `regrade`
+/// makes from its logs). Written as `docker`, `local`, `swarm` or
+/// `reference-log`, as records of 0.1.0 and since say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RanOn {
+    Backend(BackendKind),
+    ReferenceLog,
+}
+
+impl RanOn {
+    const REFERENCE_LOG: &'static str = "reference-log";
+
+    /// The backend, when patchgrade ran the tests.
+    pub fn backend(self) -> Option<BackendKind> {
+        match self {
+            RanOn::Backend(b) => Some(b),
+            RanOn::ReferenceLog => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RanOn::Backend(b) => b.name(),
+            RanOn::ReferenceLog => Self::REFERENCE_LOG,
+        }
+    }
+}
+
+impl From<BackendKind> for RanOn {
+    fn from(b: BackendKind) -> RanOn {
+        RanOn::Backend(b)
+    }
+}
+
+impl std::fmt::Display for RanOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for RanOn {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for RanOn {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RanOn, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == RanOn::REFERENCE_LOG {
+            return Ok(RanOn::ReferenceLog);
+        }
+        text.parse::<BackendKind>()
+            .map(RanOn::Backend)
+            .map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "unknown backend {text:?} (docker, local, swarm, reference-log)"
+                ))
+            })
+    }
+}
 
 /// patchgrade's own record of one evaluation (`patchgrade.json`, and the
 /// `patchgrade` key of report.json).
@@ -57,7 +121,7 @@ pub struct EvalRecord {
         deserialize_with = "audit_or_verdict"
     )]
     pub audit: Option<Audit>,
-    pub backend: String,
+    pub backend: RanOn,
     /// Where the tests ran: the image (docker, swarm: with its node) or the
     /// venv or interpreter (local); written as one line of text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,7 +133,7 @@ pub struct EvalRecord {
 impl EvalRecord {
     /// A record with nothing known yet but who and where; the outcome is
     /// `infra_error` until a step says otherwise.
-    pub fn new(instance_id: &str, model: &str, backend: &str) -> EvalRecord {
+    pub fn new(instance_id: &str, model: &str, backend: impl Into<RanOn>) -> EvalRecord {
         EvalRecord {
             instance_id: instance_id.to_string(),
             model_name_or_path: model.to_string(),
@@ -87,7 +151,7 @@ impl EvalRecord {
             test_exit_code: None,
             statuses: None,
             audit: None,
-            backend: backend.to_string(),
+            backend: backend.into(),
             environment: None,
             timings: Timings::default(),
             patchgrade_version: crate::VERSION.into(),

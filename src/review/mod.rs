@@ -18,6 +18,8 @@
 //! - [`container`]: the tools and the script the `review` command sends
 //!   into the instance's container.
 //! - [`local`]: the static rubric on two trees on this host.
+//! - [`pipeline`]: [`run`], the review of a run's predictions in their
+//!   containers under the engine (the `review` command).
 //! - [`judge`]: the LLM judge (an OpenAI-compatible endpoint, only when
 //!   configured).
 //! - [`submission`]: the static audit of a whole predictions file, no
@@ -31,12 +33,15 @@ pub mod judge;
 pub mod lines;
 pub mod lint;
 pub mod local;
+pub mod pipeline;
 pub mod quality;
 pub mod score;
 pub mod script;
 pub mod submission;
 
 use serde::{Deserialize, Serialize};
+
+pub use pipeline::{run, JudgeSetup, ReviewError, ReviewOptions, Reviews};
 
 /// What a review finding reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

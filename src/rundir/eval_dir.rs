@@ -232,7 +232,7 @@ mod tests {
         let dir = super::super::RunDir::new(d.path(), "r").eval_dir("m", "o__r-1", None);
         dir.write_patch("").unwrap();
         dir.write_test_log(&test_log("PASSED t.py::a")).unwrap();
-        let mut record = EvalRecord::new("o__r-1", "m", "local");
+        let mut record = EvalRecord::new("o__r-1", "m", crate::settings::BackendKind::Local);
         record.outcome = Outcome::Unresolved;
         let from_log = dir.statuses(&record, &specs, &inst).unwrap().unwrap();
         assert_eq!(from_log.get("t.py::a"), Some(&TestStatus::Passed));

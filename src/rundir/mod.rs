@@ -15,13 +15,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::docker::images::CacheLevel;
-use crate::backend::BackendKind;
 use crate::dataset::model_dir;
 use crate::key::EvalName;
 use crate::record::EvalRecord;
 use crate::rundir::eval_dir::EvalDir;
 use crate::script::dataset::ScriptSource;
+use crate::settings::{BackendKind, CacheLevel};
 
 /// A run folder could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -260,6 +259,23 @@ impl RunDir {
         PathBuf::from(format!("{}.{}.json", model_dir(model), self.run_id))
     }
 
+    /// An evaluation container's name: `<image>.<run_id>.<pid>-<n>`, the run
+    /// id as Docker names allow it (other characters as `-`).
+    pub fn container_name(&self, image: &str, pid: u32, n: u64) -> String {
+        let run: String = self
+            .run_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        format!("{image}.{run}.{pid}-{n}")
+    }
+
     pub fn log_root(&self) -> &Path {
         &self.log_root
     }
@@ -319,6 +335,11 @@ impl RunDir {
 
     pub fn write_meta(&self, meta: &RunMeta) -> std::io::Result<()> {
         atomic::write_json_atomic(&self.path().join("run.json"), meta)
+    }
+
+    /// Whether `run.json` is there (readable or not).
+    pub fn has_meta(&self) -> bool {
+        self.path().join("run.json").exists()
     }
 
     /// `run.json`, if it is there and readable.
@@ -425,6 +446,11 @@ mod tests {
         assert_eq!(
             run.summary_name("org/model"),
             Path::new("org__model.r1.json")
+        );
+        let odd = RunDir::new(Path::new("logs"), "a b/c");
+        assert_eq!(
+            odd.container_name("sweb.eval.x", 7, 2),
+            "sweb.eval.x.a-b-c.7-2"
         );
     }
 

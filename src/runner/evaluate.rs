@@ -26,27 +26,27 @@ pub(super) enum Evaluated {
 }
 
 /// Why the pipeline stopped before grading.
-enum Stop {
+enum Halt {
     Outcome(Outcome, Option<String>),
     Cancelled,
 }
 
-fn stop(outcome: Outcome, detail: impl Into<String>) -> Stop {
-    Stop::Outcome(outcome, Some(detail.into()))
+fn stop(outcome: Outcome, detail: impl Into<String>) -> Halt {
+    Halt::Outcome(outcome, Some(detail.into()))
 }
 
-type Step<T> = Result<T, Stop>;
+type Step<T> = Result<T, Halt>;
 
 /// The workspace, removed when dropped. Its checkout (`ws.tree`) exists
 /// only once made: the docker backend skips it when it can.
-struct Checkout {
+struct ScratchTree {
     _root: tempfile::TempDir,
     ws: Workspace,
     made: bool,
 }
 
 /// An evaluation in progress: the record so far, its log and timings.
-struct Evaluation<'a> {
+struct EvalSteps<'a> {
     runner: &'a Runner,
     job: &'a Job,
     dir: &'a EvalDir,
@@ -69,23 +69,23 @@ impl Runner {
         dir: &EvalDir,
         cancel: watch::Receiver<bool>,
     ) -> Evaluated {
-        let mut ev = Evaluation::new(self, job, dir);
+        let mut ev = EvalSteps::new(self, job, dir);
         ev.line(format!(
             "evaluating {} for {}",
             job.instance.instance_id, job.prediction.model_name_or_path
         ));
         let ended = ev.pipeline(cancel).await;
         match ended {
-            Ok((outcome, detail)) | Err(Stop::Outcome(outcome, detail)) => {
+            Ok((outcome, detail)) | Err(Halt::Outcome(outcome, detail)) => {
                 ev.finish(outcome, detail)
             }
-            Err(Stop::Cancelled) => Evaluated::Cancelled,
+            Err(Halt::Cancelled) => Evaluated::Cancelled,
         }
     }
 }
 
-impl<'a> Evaluation<'a> {
-    fn new(runner: &'a Runner, job: &'a Job, dir: &'a EvalDir) -> Evaluation<'a> {
+impl<'a> EvalSteps<'a> {
+    fn new(runner: &'a Runner, job: &'a Job, dir: &'a EvalDir) -> EvalSteps<'a> {
         let record = EvalRecord {
             sample_id: job.sample.clone(),
             cache_key: runner.cache_key(job),
@@ -94,10 +94,10 @@ impl<'a> Evaluation<'a> {
             ..EvalRecord::new(
                 &job.instance.instance_id,
                 &job.prediction.model_name_or_path,
-                runner.backend.name(),
+                runner.backend.kind(),
             )
         };
-        Evaluation {
+        EvalSteps {
             runner,
             job,
             dir,
@@ -256,7 +256,7 @@ impl<'a> Evaluation<'a> {
 
     /// A fresh workspace, with the base tree checked out when `checkout`;
     /// a version read from upstream tags goes to the spec's environment.
-    async fn workspace(&mut self, rs: &mut ResolvedSpec, checkout: bool) -> Step<Checkout> {
+    async fn workspace(&mut self, rs: &mut ResolvedSpec, checkout: bool) -> Step<ScratchTree> {
         let inst = &self.job.instance;
         let work_root = &self.runner.cfg.work_root;
         let root = tempfile::Builder::new()
@@ -273,7 +273,7 @@ impl<'a> Evaluation<'a> {
             tree: root.path().join("testbed"),
             applied: None,
         };
-        let mut co = Checkout {
+        let mut co = ScratchTree {
             _root: root,
             ws,
             made: false,
@@ -285,10 +285,7 @@ impl<'a> Evaluation<'a> {
         };
         if let Some(v) = version {
             self.line(format!("version from upstream tags: {v}"));
-            rs.spec
-                .env
-                .entry("SETUPTOOLS_SCM_PRETEND_VERSION".into())
-                .or_insert(v);
+            rs.pretend_version(v);
         }
         Ok(co)
     }
@@ -323,7 +320,7 @@ impl<'a> Evaluation<'a> {
 
     /// The base tree checked out at `co.ws.tree`; returns the upstream's
     /// version tag.
-    async fn make_checkout(&mut self, co: &mut Checkout) -> Step<Option<String>> {
+    async fn make_checkout(&mut self, co: &mut ScratchTree) -> Step<Option<String>> {
         let inst = &self.job.instance;
         let t = Instant::now();
         let (repos, repo, commit, tree) = (
@@ -391,7 +388,11 @@ impl<'a> Evaluation<'a> {
     /// The candidate applied in memory to the base tree when there is no
     /// checkout and that is decidable there, else on the checkout (made
     /// now if needed); none: the base tree as is.
-    async fn apply_candidate(&mut self, candidate: Option<Patch>, co: &mut Checkout) -> Step<()> {
+    async fn apply_candidate(
+        &mut self,
+        candidate: Option<Patch>,
+        co: &mut ScratchTree,
+    ) -> Step<()> {
         let t = Instant::now();
         if !co.made {
             let Some(c) = candidate.clone() else {
@@ -555,7 +556,7 @@ impl<'a> Evaluation<'a> {
         // Setup output (install, venv) is worth reading whatever the verdict.
         self.dir.keep_workspace_logs(&ws.root);
         if out.cancelled {
-            return Err(Stop::Cancelled);
+            return Err(Halt::Cancelled);
         }
         if let Some(cap) = out.capped {
             let msg = format!(

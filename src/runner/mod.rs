@@ -75,6 +75,19 @@ pub enum Notice {
     DurationsUnreadable(String),
     /// This run's test durations could not be saved for the next run.
     DurationsUnsaved(String),
+    /// A file of finished work could not be written.
+    Unwritten {
+        path: std::path::PathBuf,
+        error: String,
+    },
+    /// `perf` starts measuring an instance.
+    Measuring {
+        instance_id: String,
+        variants: usize,
+        rounds: usize,
+    },
+    /// `run --perf`: nothing the run resolved for this instance.
+    NothingToMeasure { instance_id: String },
 }
 
 impl std::fmt::Display for Notice {
@@ -87,6 +100,20 @@ impl std::fmt::Display for Notice {
                 write!(f, "warning: {e}; evaluations start in input order")
             }
             Notice::DurationsUnsaved(e) => write!(f, "warning: {e}"),
+            Notice::Unwritten { path, error } => {
+                write!(f, "cannot write {}: {error}", path.display())
+            }
+            Notice::Measuring {
+                instance_id,
+                variants,
+                rounds,
+            } => write!(
+                f,
+                "perf: measuring {instance_id}: {variants} variant(s) x {rounds} round(s)"
+            ),
+            Notice::NothingToMeasure { instance_id } => {
+                write!(f, "perf: {instance_id}: no resolved patch to measure")
+            }
         }
     }
 }
@@ -400,7 +427,7 @@ impl Runner {
             ..EvalRecord::new(
                 &job.instance.instance_id,
                 &job.prediction.model_name_or_path,
-                self.backend.name(),
+                self.backend.kind(),
             )
         };
         record.outcome = Outcome::InfraError;

@@ -183,7 +183,8 @@ mod tests {
             ("chosen", Some("s"), 3.0),
             ("none", None, 0.0),
         ] {
-            let mut rec = crate::record::EvalRecord::new(id, "m", "local");
+            let mut rec =
+                crate::record::EvalRecord::new(id, "m", crate::settings::BackendKind::Local);
             rec.timings.tests = secs;
             records.insert(EvalKey::new("m", id, sample), Box::new(rec));
         }

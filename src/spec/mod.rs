@@ -364,6 +364,18 @@ pub struct ResolvedSpec {
     pub version_key: String,
 }
 
+impl ResolvedSpec {
+    /// The upstream's version (from the base's tags) for setuptools_scm,
+    /// unless the spec sets one: part of the environment, so the instance
+    /// image of `run` and of `review` is the same.
+    pub fn pretend_version(&mut self, version: String) {
+        self.spec
+            .env
+            .entry("SETUPTOOLS_SCM_PRETEND_VERSION".into())
+            .or_insert(version);
+    }
+}
+
 /// All specs known to a run: built-ins first, then `--specs` in order, later
 /// files overriding earlier ones per (repo, version key).
 #[derive(Debug, Default)]

@@ -235,12 +235,12 @@ fn groups(jobs: Vec<Job>) -> Vec<Group> {
 
 /// What to run: per instance id, the existing test files and runner
 /// arguments, and the jobs (base runs and candidates).
-struct Plan {
+struct SelectionPlan {
     tests: BTreeMap<String, (Vec<String>, Vec<String>)>,
     jobs: Vec<Job>,
 }
 
-fn plan(groups: &[Group], specs: &SpecSet) -> Plan {
+fn plan(groups: &[Group], specs: &SpecSet) -> SelectionPlan {
     let mut tests = BTreeMap::new();
     let mut jobs = Vec::new();
     let mut based = BTreeSet::new();
@@ -276,7 +276,7 @@ fn plan(groups: &[Group], specs: &SpecSet) -> Plan {
             });
         }
     }
-    Plan { tests, jobs }
+    SelectionPlan { tests, jobs }
 }
 
 /// Scores every candidate of a group and picks one.
@@ -416,7 +416,7 @@ impl Choice {
 /// to run to compare them.
 pub struct Selection {
     groups: Vec<Group>,
-    plan: Plan,
+    plan: SelectionPlan,
 }
 
 impl Selection {

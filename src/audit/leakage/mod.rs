@@ -368,7 +368,7 @@ impl<'a> Matcher<'a> {
 
 /// A stretch of added lines matched as one: a logical line (a statement
 /// continued over brackets) or a single line.
-struct Unit<'a> {
+struct TextUnit<'a> {
     file: usize,
     /// Non-trivial lines with their keys.
     lines: Vec<(&'a DLine, String)>,
@@ -376,12 +376,12 @@ struct Unit<'a> {
     joined: Option<String>,
 }
 
-fn units_of<'a>(fi: usize, f: &'a FileDiff) -> Vec<Unit<'a>> {
+fn units_of<'a>(fi: usize, f: &'a FileDiff) -> Vec<TextUnit<'a>> {
     let prose = prose_lines(f);
-    let mut out: Vec<Unit> = Vec::new();
+    let mut out: Vec<TextUnit> = Vec::new();
     let mut group: Vec<&DLine> = Vec::new();
     let mut depth = 0;
-    let close = |group: &mut Vec<&'a DLine>, out: &mut Vec<Unit<'a>>| {
+    let close = |group: &mut Vec<&'a DLine>, out: &mut Vec<TextUnit<'a>>| {
         if group.is_empty() {
             return;
         }
@@ -396,7 +396,7 @@ fn units_of<'a>(fi: usize, f: &'a FileDiff) -> Vec<Unit<'a>> {
             })
             .flatten();
         if !lines.is_empty() {
-            out.push(Unit {
+            out.push(TextUnit {
                 file: fi,
                 lines,
                 joined,

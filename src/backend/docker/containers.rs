@@ -169,24 +169,13 @@ impl DockerBackend {
             .rsplit('/')
             .next()
             .unwrap_or("x");
-        let run: String = self
-            .run_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
         ContainerSpec {
-            name: format!("{short}.{run}.{}-{n}", std::process::id()),
+            name: self.rundir.container_name(short, std::process::id(), n),
             image: env.id.clone(),
             cmd: inline.unwrap_or_else(|| vec!["bash".into(), "/patchgrade-run.sh".into()]),
             working_dir: TESTBED.into(),
             labels: HashMap::from([
-                (RUN_LABEL.to_string(), self.run_id.clone()),
+                (RUN_LABEL.to_string(), self.run_id().to_string()),
                 (PID_LABEL.to_string(), std::process::id().to_string()),
                 ("patchgrade.image".to_string(), env.image.clone()),
             ]),

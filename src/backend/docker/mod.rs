@@ -42,6 +42,7 @@ use events::{ImageEvent, ImageEvents};
 use crate::python::{HostSearch, Interpreter, PythonDir, PythonError};
 use crate::record::{Environment, ImageEnv};
 use crate::repo::RepoCache;
+use crate::rundir::RunDir;
 use engine::API_TIMEOUT;
 use images::plans::Root;
 use images::{CacheLevel, ImageError, Suite, Tier};
@@ -289,7 +290,8 @@ pub struct DockerBackend {
     memory: i64,
     nano_cpus: i64,
     repos: RepoCache,
-    run_id: String,
+    /// The run folder: its run id labels and names the containers.
+    rundir: RunDir,
     /// `logs/build_images`.
     build_logs: PathBuf,
     /// Scratch for bootstrapped root archives.
@@ -327,14 +329,14 @@ pub struct DockerBackend {
 }
 
 impl DockerBackend {
-    /// Set up; the engine is connected on first use. `log_root` is
-    /// `logs/run_evaluation`; build logs go beside it in `logs/build_images`.
+    /// Set up; the engine is connected on first use. The run folder's
+    /// root is `logs/run_evaluation`; build logs go beside it in
+    /// `logs/build_images`.
     pub fn new(
         mut args: DockerOptions,
         cache: &Path,
-        log_root: &Path,
+        rundir: &RunDir,
         repos: RepoCache,
-        run_id: &str,
     ) -> Result<DockerBackend, DockerError> {
         if args.namespace.is_some() && args.force_rebuild {
             return Err(DockerError::Config(
@@ -383,7 +385,8 @@ impl DockerBackend {
             None => None,
         };
         let python_search = HostSearch::from_env(args.python_dirs.clone());
-        let build_logs = log_root
+        let build_logs = rundir
+            .log_root()
             .parent()
             .map(|p| p.join("build_images"))
             .unwrap_or_else(|| PathBuf::from("build_images"));
@@ -393,7 +396,7 @@ impl DockerBackend {
             memory,
             nano_cpus,
             repos,
-            run_id: run_id.to_string(),
+            rundir: rundir.clone(),
             build_logs,
             scratch: cache.join("docker"),
             ca,
@@ -413,6 +416,11 @@ impl DockerBackend {
             removals: Mutex::default(),
             events: Mutex::default(),
         })
+    }
+
+    /// The run id its containers are labelled with.
+    pub fn run_id(&self) -> &str {
+        self.rundir.run_id()
     }
 
     /// Sends the backend's [`ImageEvent`]s to `events` from now on (`None`:
@@ -498,7 +506,8 @@ impl DockerBackend {
         Ok(chosen)
     }
 
-    async fn docker(&self) -> Result<&Docker, DockerError> {
+    /// The engine's connection (made on first use): `perf` measures over it.
+    pub async fn docker(&self) -> Result<&Docker, DockerError> {
         Ok(&self.conn().await?.docker)
     }
 

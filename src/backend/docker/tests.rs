@@ -22,14 +22,8 @@ fn backend(d: &Path, python_dirs: Vec<PythonDir>) -> DockerBackend {
         build_timeout: 60,
         python_dirs,
     };
-    DockerBackend::new(
-        opts,
-        &d.join("cache"),
-        &d.join("logs/run_evaluation"),
-        repos,
-        "t",
-    )
-    .unwrap()
+    let rundir = crate::rundir::RunDir::new(&d.join("logs/run_evaluation"), "t");
+    DockerBackend::new(opts, &d.join("cache"), &rundir, repos).unwrap()
 }
 
 #[test]

@@ -24,12 +24,13 @@ pub const LABEL_PID: &str = "patchgrade.pid";
 pub const LABEL_RUN: &str = "patchgrade.run_id";
 
 impl Owner {
-    pub(super) fn labels(&self) -> HashMap<String, String> {
+    /// `run_id`: the run's, which the Docker backend holds.
+    pub(super) fn labels(&self, run_id: &str) -> HashMap<String, String> {
         HashMap::from([
             (LABEL.to_string(), "1".to_string()),
             (LABEL_HOST.to_string(), self.host.clone()),
             (LABEL_PID.to_string(), self.pid.to_string()),
-            (LABEL_RUN.to_string(), self.run_id.clone()),
+            (LABEL_RUN.to_string(), run_id.to_string()),
         ])
     }
 }
@@ -271,9 +272,8 @@ mod tests {
         let me = Owner {
             host: "h1".into(),
             pid: std::process::id(),
-            run_id: "r".into(),
         };
-        let mut labels = me.labels();
+        let mut labels = me.labels("r");
         assert!(!stale(&labels, &me), "this process's own objects");
         labels.insert(LABEL_PID.into(), "1".into());
         assert!(!stale(&labels, &me), "pid 1 is alive");

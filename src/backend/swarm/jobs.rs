@@ -91,7 +91,7 @@ fn strip_exit(log: &mut Vec<u8>) -> bool {
 }
 
 /// How the task ended.
-enum Ended {
+enum TaskEnded {
     Finished,
     TimedOut,
     Cancelled,
@@ -127,7 +127,7 @@ impl SwarmBackend {
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let name = format!("patchgrade-{}-{}-{n}", self.owner.pid, nonce());
         let mut guard = Guard::new(docker, &self.live);
-        let labels = self.owner.labels();
+        let labels = self.owner.labels(self.docker.run_id());
         // Without network: an `--internal` overlay of its own, so the task
         // reaches neither the outside nor other evaluations' tasks.
         let network = if rs.spec.network {
@@ -179,7 +179,7 @@ impl SwarmBackend {
                 return Err(e.into());
             }
         };
-        if let Ended::Cancelled = ended {
+        if let TaskEnded::Cancelled = ended {
             remove(guard).await;
             return Ok(cancelled(started.elapsed()));
         }
@@ -195,7 +195,7 @@ impl SwarmBackend {
             started.elapsed().as_secs_f64()
         );
         let mut log = log?;
-        if matches!(ended, Ended::Finished) && !strip_exit(&mut log) {
+        if matches!(ended, TaskEnded::Finished) && !strip_exit(&mut log) {
             return Err(SwarmError::TaskLost {
                 node: node.unwrap_or_else(|| "(none)".into()),
                 state: "ended".into(),
@@ -228,7 +228,7 @@ impl SwarmBackend {
         }
         Ok(RunOutput {
             log,
-            timed_out: matches!(ended, Ended::TimedOut),
+            timed_out: matches!(ended, TaskEnded::TimedOut),
             cancelled: false,
             elapsed,
             container: None,
@@ -320,7 +320,7 @@ impl SwarmBackend {
         service: &str,
         timeout: Duration,
         cancel: &mut tokio::sync::watch::Receiver<bool>,
-    ) -> Result<(Ended, Option<String>), SwarmError> {
+    ) -> Result<(TaskEnded, Option<String>), SwarmError> {
         let docker = self.docker().await?;
         let filters = HashMap::from([("service", vec![service])]);
         let mut running_since: Option<Instant> = None;
@@ -330,7 +330,7 @@ impl SwarmBackend {
             tokio::select! {
                 _ = tokio::time::sleep(POLL) => {}
                 fired = async { cancel.wait_for(|c| *c).await.is_ok() } => if fired {
-                    return Ok((Ended::Cancelled, node.map(|n| n.1)));
+                    return Ok((TaskEnded::Cancelled, node.map(|n| n.1)));
                 } else {
                     // No sender any more: nothing can interrupt this run.
                     tokio::time::sleep(POLL).await;
@@ -349,10 +349,10 @@ impl SwarmBackend {
             let state = status.state.unwrap_or(TaskState::NEW);
             let reason = status.err.or(status.message).unwrap_or_default();
             match state {
-                TaskState::COMPLETE => return Ok((Ended::Finished, node_name())),
+                TaskState::COMPLETE => return Ok((TaskEnded::Finished, node_name())),
                 // The script's own non-zero exit: a result like any other.
                 TaskState::FAILED if reason.starts_with("task: non-zero exit") => {
-                    return Ok((Ended::Finished, node_name()))
+                    return Ok((TaskEnded::Finished, node_name()))
                 }
                 TaskState::FAILED
                 | TaskState::REJECTED
@@ -371,7 +371,7 @@ impl SwarmBackend {
                 _ => {}
             }
             if running_since.is_some_and(|t| t.elapsed() >= timeout) {
-                return Ok((Ended::TimedOut, node_name()));
+                return Ok((TaskEnded::TimedOut, node_name()));
             }
             if let Some((id, name)) = &node {
                 if node_checked.elapsed() >= NODE_CHECK {

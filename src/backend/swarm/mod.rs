@@ -33,6 +33,7 @@ use super::{EnvError, InfraError};
 use crate::dataset::Instance;
 use crate::record::{Environment, ImageEnv};
 use crate::repo::RepoCache;
+use crate::rundir::RunDir;
 use crate::spec::ResolvedSpec;
 
 /// Options of the swarm backend (the command line's swarm flags).
@@ -139,7 +140,6 @@ impl SwarmEnv {
 struct Owner {
     host: String,
     pid: u32,
-    run_id: String,
 }
 
 #[derive(Debug)]
@@ -194,9 +194,8 @@ impl SwarmBackend {
         args: DockerOptions,
         swarm: SwarmOptions,
         cache: &Path,
-        log_root: &Path,
+        rundir: &RunDir,
         repos: RepoCache,
-        run_id: &str,
     ) -> Result<SwarmBackend, SwarmError> {
         let registry = swarm.registry.ok_or(SwarmError::NoRegistry)?;
         let valid = registry
@@ -209,7 +208,7 @@ impl SwarmBackend {
         // Not clamped to this host's cores: the tasks run on other nodes.
         let nano_cpus = (args.cpus * 1e9) as i64;
         let pids_limit = args.pids_limit;
-        let docker = DockerBackend::new(args, cache, log_root, repos, run_id)?;
+        let docker = DockerBackend::new(args, cache, rundir, repos)?;
         Ok(SwarmBackend {
             docker,
             conn: tokio::sync::OnceCell::new(),
@@ -221,7 +220,6 @@ impl SwarmBackend {
             owner: Owner {
                 host: cluster::hostname(),
                 pid: std::process::id(),
-                run_id: run_id.to_string(),
             },
             pushed: Mutex::default(),
             push_locks: Mutex::default(),

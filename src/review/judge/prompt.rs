@@ -111,14 +111,14 @@ For each criterion below (the anchors describe the 1-5 scale), say which patch i
 }
 
 /// A diff split into units: file headers and hunks, in order.
-struct Unit {
+struct PromptUnit {
     text: String,
     /// `path @@ header` for a hunk; None for a file header.
     name: Option<String>,
 }
 
-fn units(diff: &str) -> Vec<Unit> {
-    let mut out: Vec<Unit> = Vec::new();
+fn units(diff: &str) -> Vec<PromptUnit> {
+    let mut out: Vec<PromptUnit> = Vec::new();
     let mut path = String::new();
     for line in diff.lines() {
         let starts_file = line.starts_with("diff --git ");
@@ -127,7 +127,7 @@ fn units(diff: &str) -> Vec<Unit> {
             path = line.rsplit_once(" b/").map_or(line, |(_, p)| p).to_string();
         }
         if starts_file || starts_hunk || out.is_empty() {
-            out.push(Unit {
+            out.push(PromptUnit {
                 text: String::new(),
                 name: starts_hunk.then(|| format!("{path} {}", line.trim_end())),
             });

@@ -9,7 +9,7 @@ use crate::backend::docker::archive::{append_dir, append_file, append_symlink};
 
 /// One entry of a folder's file list.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Kind {
+enum FileKind {
     Dir,
     File { size: u64, mode: u32, mtime: i64 },
     Symlink(PathBuf),
@@ -22,7 +22,7 @@ pub type WalkError = (PathBuf, std::io::Error);
 #[derive(Debug, Clone)]
 pub struct Manifest {
     pub prefix: PathBuf,
-    entries: Vec<(PathBuf, Kind)>,
+    entries: Vec<(PathBuf, FileKind)>,
 }
 
 impl Manifest {
@@ -43,7 +43,7 @@ impl Manifest {
     /// `bin/` and `pkg/tool/` executable after a download).
     pub fn with_exec(mut self, exec: &dyn Fn(&Path) -> bool) -> Manifest {
         for (rel, kind) in &mut self.entries {
-            if let Kind::File { mode, .. } = kind {
+            if let FileKind::File { mode, .. } = kind {
                 if exec(rel) {
                     *mode |= 0o555;
                 }
@@ -57,7 +57,7 @@ impl Manifest {
         self.entries
             .iter()
             .map(|(_, k)| match k {
-                Kind::File { size, .. } => *size,
+                FileKind::File { size, .. } => *size,
                 _ => 0,
             })
             .sum()
@@ -73,11 +73,11 @@ impl Manifest {
         let mut s = String::new();
         for (rel, kind) in &self.entries {
             let line = match kind {
-                Kind::Dir => format!("d {}\n", rel.display()),
-                Kind::File { size, mode, mtime } => {
+                FileKind::Dir => format!("d {}\n", rel.display()),
+                FileKind::File { size, mode, mtime } => {
                     format!("f {} {size} {mode:o} {mtime}\n", rel.display())
                 }
-                Kind::Symlink(t) => format!("l {} {}\n", rel.display(), t.display()),
+                FileKind::Symlink(t) => format!("l {} {}\n", rel.display(), t.display()),
             };
             s.push_str(&line);
         }
@@ -109,17 +109,17 @@ impl Manifest {
             let to = dest.join(rel);
             let full = self.prefix.join(rel);
             match kind {
-                Kind::Dir => {
+                FileKind::Dir => {
                     let name = to.to_str().ok_or_else(|| {
                         (full.clone(), std::io::Error::other("path is not UTF-8"))
                     })?;
                     append_dir(b, name.trim_end_matches('/')).map_err(io(&full))?
                 }
-                Kind::File { mode, .. } => {
+                FileKind::File { mode, .. } => {
                     let data = std::fs::read(&full).map_err(io(&full))?;
                     append_file(b, &to, &data, *mode).map_err(io(&full))?
                 }
-                Kind::Symlink(target) => append_symlink(b, &to, target).map_err(io(&full))?,
+                FileKind::Symlink(target) => append_symlink(b, &to, target).map_err(io(&full))?,
             }
         }
         Ok(())
@@ -130,11 +130,11 @@ fn walk(
     prefix: &Path,
     rel: &Path,
     keep: &dyn Fn(&Path) -> bool,
-    out: &mut Vec<(PathBuf, Kind)>,
+    out: &mut Vec<(PathBuf, FileKind)>,
 ) -> Result<(), WalkError> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let dir = prefix.join(rel);
-    out.push((rel.to_path_buf(), Kind::Dir));
+    out.push((rel.to_path_buf(), FileKind::Dir));
     let mut names: Vec<_> = std::fs::read_dir(&dir)
         .map_err(|e| (dir.clone(), e))?
         .map(|e| e.map(|e| e.file_name()))
@@ -151,13 +151,13 @@ fn walk(
         let ft = meta.file_type();
         if ft.is_symlink() {
             let target = std::fs::read_link(&full).map_err(|e| (full.clone(), e))?;
-            out.push((child, Kind::Symlink(target)));
+            out.push((child, FileKind::Symlink(target)));
         } else if ft.is_dir() {
             walk(prefix, &child, keep, out)?;
         } else if ft.is_file() {
             out.push((
                 child,
-                Kind::File {
+                FileKind::File {
                     size: meta.len(),
                     mode: meta.permissions().mode() & 0o7777,
                     mtime: meta.mtime(),

@@ -82,62 +82,7 @@ impl Tier {
     }
 }
 
-/// Which images outlive a run (`--cache-level`, the reference's meaning).
-/// run.json and the flag spell it in lower case (`none`, `base`, `env`,
-/// `instance`): serde, `Display` and `FromStr` all use that one spelling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheLevel {
-    /// Remove every image the run built or pulled.
-    None,
-    /// Keep base images.
-    Base,
-    /// Keep base and env images (default).
-    #[default]
-    Env,
-    /// Keep everything, instance images included: the fastest reruns.
-    Instance,
-}
-
-impl CacheLevel {
-    pub const ALL: [CacheLevel; 4] = [
-        CacheLevel::None,
-        CacheLevel::Base,
-        CacheLevel::Env,
-        CacheLevel::Instance,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            CacheLevel::None => "none",
-            CacheLevel::Base => "base",
-            CacheLevel::Env => "env",
-            CacheLevel::Instance => "instance",
-        }
-    }
-}
-
-impl std::fmt::Display for CacheLevel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A `--cache-level` value that is none of the four.
-#[derive(Debug, thiserror::Error)]
-#[error("unknown cache level {0:?} (none, base, env, instance)")]
-pub struct UnknownCacheLevel(pub String);
-
-impl std::str::FromStr for CacheLevel {
-    type Err = UnknownCacheLevel;
-
-    fn from_str(s: &str) -> Result<CacheLevel, UnknownCacheLevel> {
-        CacheLevel::ALL
-            .into_iter()
-            .find(|l| l.name() == s)
-            .ok_or_else(|| UnknownCacheLevel(s.to_string()))
-    }
-}
+pub use crate::settings::{CacheLevel, UnknownCacheLevel};
 
 /// The reference's `should_remove`: an image of `tier` goes at the end of a
 /// run when the cache level does not keep its tier, and only if `--clean`
