@@ -6,6 +6,7 @@
 
 mod common;
 
+use patchgrade::exit;
 use std::path::Path;
 
 use common::widgets::*;
@@ -32,7 +33,7 @@ fn setup() -> Widgets {
 
 fn run(sb: &Sandbox, run_id: &str, specs: &str) {
     let out = sb.run(&local_args(run_id, "preds.jsonl", specs));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
 }
 
 fn stderr(out: &std::process::Output) -> String {
@@ -57,7 +58,7 @@ fn regrading_with_the_fixed_parser_gives_the_fresh_runs_verdicts() {
         "right",
         "--dry-run",
     ]);
-    assert_eq!(dry.status.code(), Some(0));
+    assert_eq!(dry.status.code(), Some(exit::OK));
     assert!(
         stderr(&dry).contains("(dry run: nothing written)"),
         "{}",
@@ -72,7 +73,7 @@ fn regrading_with_the_fixed_parser_gives_the_fresh_runs_verdicts() {
         "right",
         "--json",
     ]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     let err = stderr(&out);
     assert!(
         err.contains("w-gold") && err.contains("unresolved -> resolved"),
@@ -112,7 +113,7 @@ fn regrading_with_the_fixed_parser_gives_the_fresh_runs_verdicts() {
 
     // Regrading again changes nothing and rewrites nothing.
     let again = sb.run(&["regrade", "logs/run_evaluation/before", "--specs", "right"]);
-    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(again.status.code(), Some(exit::OK));
     assert!(
         stderr(&again).contains("0 verdicts changed, 0 records rewritten"),
         "{}",
@@ -161,7 +162,7 @@ fn an_edited_log_and_the_reference_layout_are_graded_from_the_log() {
         .join("\n");
     std::fs::write(&log_path, edited).unwrap();
     let out = sb.run(&["regrade", "logs/run_evaluation/ok", "--specs", "right"]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert_eq!(sb.outcome("ok", "m", "w-wrong"), "resolved");
 
     // The reference's layout: only the test logs of the other run, no
@@ -179,7 +180,7 @@ fn an_edited_log_and_the_reference_layout_are_graded_from_the_log() {
         .unwrap();
     }
     let no_dataset = sb.run(&["regrade", "logs/run_evaluation/theirs", "--specs", "right"]);
-    assert_eq!(no_dataset.status.code(), Some(2));
+    assert_eq!(no_dataset.status.code(), Some(exit::BAD_INPUT));
     assert!(
         stderr(&no_dataset).contains("give --dataset"),
         "{}",
@@ -193,7 +194,7 @@ fn an_edited_log_and_the_reference_layout_are_graded_from_the_log() {
         "--specs",
         "right",
     ]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(exit::OK));
     assert!(
         stderr(&out).contains("2 from reference logs"),
         "{}",

@@ -16,6 +16,7 @@ use std::process::Command;
 use common::widgets::*;
 use common::*;
 use patchgrade::dataset::Dataset;
+use patchgrade::exit;
 use serde_json::{json, Value};
 
 const SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
@@ -195,9 +196,9 @@ fn run_on_the_task_repo_gives_the_rows_verdicts_and_later_commands_read_it() {
     let w = setup();
     let sb = &w.sb;
     let out = sb.run(&local_args("rows", "preds.jsonl", "specs"));
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     let out = sb.run(&task_repo_args("tasks"));
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     for run in ["rows", "tasks"] {
         assert_eq!(sb.outcome(run, "m", "w-gold"), "resolved", "{run}");
         assert_eq!(sb.outcome(run, "m", "w-wrong"), "unresolved", "{run}");
@@ -215,15 +216,15 @@ fn run_on_the_task_repo_gives_the_rows_verdicts_and_later_commands_read_it() {
 
     // report, audit and regrade find the instances through run.json.
     let out = sb.run(&["report", "logs/run_evaluation/tasks", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report.to_string().contains("\"m\""), "{report}");
     let out = sb.run(&["audit", "logs/run_evaluation/tasks", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     let audit: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(audit["models"]["m"]["clean_resolved"], 1, "{audit}");
     let out = sb.run(&["regrade", "logs/run_evaluation/tasks", "--specs", "specs"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::OK), "{}", stderr(&out));
     assert_eq!(sb.outcome("tasks", "m", "w-gold"), "resolved");
     assert_eq!(sb.outcome("tasks", "m", "w-wrong"), "unresolved");
 }
@@ -239,7 +240,7 @@ fn bad_task_directories_are_bad_input_naming_the_file() {
         std::fs::write(&path, yaml.replace("split: test", "split: dev")).unwrap();
     }
     let out = sb.run(&task_repo_args("dev"));
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("no tasks in split \"test\" (it has: dev)"),
         "{}",
@@ -251,7 +252,7 @@ fn bad_task_directories_are_bad_input_naming_the_file() {
     )
     .unwrap();
     let out = sb.run(&task_repo_args("bad"));
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("tasks/w-wrong/tests.json") && stderr(&out).contains("FAIL_TO_PASS"),
         "{}",
@@ -259,7 +260,7 @@ fn bad_task_directories_are_bad_input_naming_the_file() {
     );
     std::fs::remove_file(sb.path().join("tasks/w-gold/task.yaml")).unwrap();
     let out = sb.run(&task_repo_args("bad"));
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("tasks/w-gold: missing task.yaml"),
         "{}",
@@ -269,9 +270,9 @@ fn bad_task_directories_are_bad_input_naming_the_file() {
     let mut both = task_repo_args("both");
     both.extend(["--dataset", "dataset.jsonl"]);
     let out = sb.run(&both);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT), "{}", stderr(&out));
     let out = sb.run(&["run", "--predictions", "gold", "--run-id", "none"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT), "{}", stderr(&out));
     let out = sb.run(&[
         "run",
         "--task-repo",
@@ -281,6 +282,6 @@ fn bad_task_directories_are_bad_input_naming_the_file() {
         "--run-id",
         "file",
     ]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(exit::BAD_INPUT), "{}", stderr(&out));
     assert!(stderr(&out).contains("not a directory"), "{}", stderr(&out));
 }

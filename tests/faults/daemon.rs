@@ -218,7 +218,7 @@ fn a_dockerd_restart_mid_run_is_retried_once_it_answers_again() {
     std::thread::sleep(Duration::from_secs(3));
     daemon = Dockerd::start(dir.path());
 
-    assert_eq!(p.wait(Duration::from_secs(300)), Some(0));
+    assert_eq!(p.wait(Duration::from_secs(300)), Some(exit::OK));
     let err = p.stderr();
     for case in ["s1", "s2"] {
         let id = c2.id(case);

@@ -122,7 +122,7 @@ fn one_sigint_stops_running_evaluations_and_writes_what_finished() {
     );
     let t = Instant::now();
     p.signal(libc::SIGINT);
-    assert_eq!(p.wait(Duration::from_secs(60)), Some(130));
+    assert_eq!(p.wait(Duration::from_secs(60)), Some(exit::INTERRUPTED));
     assert!(
         t.elapsed() < Duration::from_secs(30),
         "stopped in {:?}",
@@ -161,7 +161,7 @@ fn a_second_sigint_exits_at_once_and_removes_containers() {
     p.signal(libc::SIGINT);
     std::thread::sleep(Duration::from_millis(50));
     p.signal(libc::SIGINT);
-    assert_eq!(p.wait(Duration::from_secs(30)), Some(130));
+    assert_eq!(p.wait(Duration::from_secs(30)), Some(exit::INTERRUPTED));
     assert!(
         t.elapsed() < Duration::from_secs(15),
         "exited in {:?}",
@@ -214,7 +214,7 @@ fn a_second_process_on_the_same_run_id_is_refused() {
     );
     assert_eq!(containers_of(None, run).len(), 1);
     first.signal(libc::SIGINT);
-    assert_eq!(first.wait(Duration::from_secs(60)), Some(130));
+    assert_eq!(first.wait(Duration::from_secs(60)), Some(exit::INTERRUPTED));
     assert_eq!(c.file(run, "q1", "patchgrade.json"), q1);
     assert_eq!(c.record(run, "q2")["outcome"], "unresolved");
     // Released with the process: a third run (q1 alone) takes it.
