@@ -9,6 +9,7 @@
 
 mod evaluate;
 pub mod jobs;
+mod machinery;
 pub mod schedule;
 
 use std::collections::BTreeMap;
