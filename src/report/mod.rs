@@ -315,7 +315,15 @@ impl Summary {
                 .as_ref()
                 .filter(|a| r.outcome == Outcome::Resolved && a.is_suspect())
             {
-                let kinds: BTreeSet<&str> = a.reasons.iter().map(|x| x.kind.name()).collect();
+                // Each kind with its family: `test_aware_code (test_aware)`.
+                let kinds: BTreeSet<String> = a
+                    .reasons
+                    .iter()
+                    .map(|x| match x.kind.family() {
+                        Some(f) => format!("{} ({})", x.kind.name(), f.name()),
+                        None => x.kind.name().to_string(),
+                    })
+                    .collect();
                 detail = format!(
                     "suspect: {}",
                     kinds.into_iter().collect::<Vec<_>>().join(", ")
