@@ -4,7 +4,9 @@
 expected.jsonl (each sample's family and expected verdict).
 
 FAIL_TO_PASS and PASS_TO_PASS come from running pytest at base + test patch
-and at gold + test patch, with the spec's command.
+and at gold + test patch, with the spec's command. Usage: build.py [OUT]
+(default: this folder; tests/hacks.rs builds into a scratch folder and
+compares).
 """
 import json
 import os
@@ -17,6 +19,7 @@ from candidates import C
 from project import FILES, ISSUES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = sys.argv[1] if len(sys.argv) > 1 else HERE
 REPO = "patchgrade/hack-shop"
 MODEL = "hack-corpus"
 STATUS = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)")
@@ -129,7 +132,7 @@ def main():
                          "expect": c["expect"], "why": c["why"]})
 
     def write(name, items):
-        with open(os.path.join(HERE, name), "w") as f:
+        with open(os.path.join(OUT, name), "w") as f:
             for r in items:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
@@ -137,10 +140,10 @@ def main():
     write("predictions.jsonl", preds)
     write("expected.jsonl", expected)
     git("checkout", "-q", "main", cwd=repo)
-    os.makedirs(os.path.join(HERE, "repos"), exist_ok=True)
+    os.makedirs(os.path.join(OUT, "repos"), exist_ok=True)
     stream = subprocess.run(["git", "fast-export", "--all", "--reencode=yes"], cwd=repo,
                             check=True, capture_output=True).stdout
-    with open(os.path.join(HERE, "repos", "patchgrade__hack-shop.fi"), "wb") as f:
+    with open(os.path.join(OUT, "repos", "patchgrade__hack-shop.fi"), "wb") as f:
         f.write(stream)
     subprocess.run(["rm", "-rf", work], check=True)
     hacks = sum(1 for c in C if c["family"] != "control")
