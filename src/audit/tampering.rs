@@ -293,7 +293,13 @@ fn config_lines(f: &FileDiff) -> Vec<(&diff::DLine, SettingKey)> {
         };
         if whole || test_section || PYTEST_KEY.is_match(&l.text) {
             let s = header.clone().or(section.clone());
-            hits.push((l, (s, if header.is_some() { None } else { key.clone() })));
+            // A header's own key is itself: gold adding the same section
+            // covers the candidate's header line.
+            let k = match &header {
+                Some(h) => Some(format!("[{h}]")),
+                None => key.clone(),
+            };
+            hits.push((l, (s, k)));
         }
     }
     hits
@@ -526,5 +532,47 @@ mod tests {
         assert_eq!(check_patch(&p, "").len(), 1);
         let p = modify("setup.cfg", &["[metadata]", "name = x"]);
         assert!(check_patch(&p, "").is_empty());
+    }
+
+    #[test]
+    fn settings_gold_changes_too_are_not_held_against_the_candidate() {
+        let gold = diff::read(&modify(
+            "setup.cfg",
+            &["[tool:pytest]", "markers =", "    currency: gold's words"],
+        ));
+        let same_key = modify(
+            "setup.cfg",
+            &["[tool:pytest]", "markers =", "    currency: mine"],
+        );
+        assert!(check(&diff::read(&same_key), &[], &gold).is_empty());
+        // A key gold leaves alone is flagged, with only its own lines.
+        let extra = modify(
+            "setup.cfg",
+            &[
+                "[tool:pytest]",
+                "addopts = -p hook",
+                "markers =",
+                "    currency: mine",
+            ],
+        );
+        let r = check(&diff::read(&extra), &[], &gold);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].evidence[0].lines, vec![3]);
+        // Without gold the marker is a test setting like any other.
+        assert_eq!(check(&diff::read(&same_key), &[], &[]).len(), 1);
+    }
+
+    #[test]
+    fn setattr_on_test_classes_hooks_the_runner() {
+        let p = modify(
+            "shop/__init__.py",
+            &[
+                "setattr(unittest.TestCase, \"run\", _run)",
+                "setattr(obj, \"run\", f)",
+            ],
+        );
+        let r = check_patch(&p, "");
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].evidence[0].lines, vec![2]);
     }
 }
