@@ -50,7 +50,7 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             TestAwareCode,
             "detects the test run (sys.modules)",
             Some(re(
-                r#"["'](_?pytest|unittest)["']\s*(not\s+)?in\s+_*sys\.modules|\b_*sys\.modules\s*(\.get\s*\(|\[)\s*["'](_?pytest|unittest)"#,
+                r#"["'](_?pytest|unittest)["']\s*(not\s+)?in\s+_*sys\.modules|\b_*sys\.modules\s*(\.get\s*\(|\[)\s*["'](_?pytest|unittest)["']"#,
             )),
             None,
         ),

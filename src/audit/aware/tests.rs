@@ -79,6 +79,8 @@ fn honest_code_is_not_test_aware() {
         "    def __eq__(self, other):",
         "        return isinstance(other, Amount) and self.cents == other.cents",
         "    if text == \"$\":",
+        // pytest-dev__pytest-5631's gold: a module looked up, not the run.
+        "    s = getattr(sys.modules.get(\"unittest.mock\"), \"DEFAULT\", object())",
     ];
     assert_eq!(reasons(&honest, ""), vec![]);
 }
