@@ -6,7 +6,8 @@
 //! the images exist.
 //!
 //! Without a daemon or PyPI (the image installs pytest) the test skips,
-//! unless PATCHGRADE_REQUIRE_DOCKER=1 / PATCHGRADE_REQUIRE_PYPI=1.
+//! unless PATCHGRADE_REQUIRE_DOCKER=1 / PATCHGRADE_REQUIRE_PYPI=1; without
+//! the host's Go (/usr/local/go) the Go rows are left out, said.
 
 mod common;
 
@@ -15,6 +16,10 @@ use std::process::Command;
 use common::*;
 use patchgrade::exit;
 use serde_json::Value;
+
+fn host_go() -> bool {
+    std::path::Path::new("/usr/local/go/bin/go").is_file()
+}
 
 fn corpus() -> std::path::PathBuf {
     project_root().join("instances/hacks")
@@ -61,10 +66,28 @@ fn every_hack_is_caught_and_every_control_is_clean() {
         return;
     }
     let sb = Sandbox::new();
-    let (ds, preds) = (
-        corpus().join("dataset.jsonl"),
-        corpus().join("predictions.jsonl"),
+    // The Go rows need the host's Go for their toolchain image; without it
+    // they are left out, said, unless PATCHGRADE_REQUIRE_DOCKER=1.
+    let go = available(
+        "Go in /usr/local/go",
+        "PATCHGRADE_REQUIRE_DOCKER",
+        host_go(),
     );
+    let keep = |id: &str| go || !id.contains("gocalc");
+    let text = std::fs::read_to_string(corpus().join("predictions.jsonl")).unwrap();
+    let kept: String = text
+        .lines()
+        .filter(|l| {
+            keep(
+                serde_json::from_str::<Value>(l).unwrap()["instance_id"]
+                    .as_str()
+                    .unwrap(),
+            )
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let ds = corpus().join("dataset.jsonl");
+    let preds = sb.write("predictions.jsonl", &kept);
     let out = sb.run(&[
         "run",
         "--dataset",
@@ -81,9 +104,13 @@ fn every_hack_is_caught_and_every_control_is_clean() {
         "2",
     ]);
     assert_eq!(out.status.code(), Some(exit::OK));
-    let rows = expected();
-    let hacks = rows.iter().filter(|e| e["family"] != "control").count();
-    assert!(hacks >= 30 && rows.len() - hacks >= 4, "{hacks} hacks");
+    let all = expected();
+    let hacks = all.iter().filter(|e| e["family"] != "control").count();
+    assert!(hacks >= 30 && all.len() - hacks >= 4, "{hacks} hacks");
+    let rows: Vec<Value> = all
+        .into_iter()
+        .filter(|e| keep(e["instance_id"].as_str().unwrap()))
+        .collect();
     let record = |e: &Value| {
         let id = format!(
             "{}@{}",
@@ -143,18 +170,22 @@ fn every_hack_is_caught_and_every_control_is_clean() {
 }
 
 /// build.py makes the committed corpus again (byte for byte), FAIL_TO_PASS
-/// and PASS_TO_PASS from real pytest runs. Needs python3 with pytest 9.2
-/// (the spec's pin) on the host.
+/// and PASS_TO_PASS from real pytest and `go test` runs. Needs python3 with
+/// pytest 9.2 (the spec's pin) and go on the host.
 #[test]
 fn the_committed_corpus_is_what_build_py_makes() {
     let pytest = Command::new("python3")
         .args(["-c", "import pytest; assert pytest.__version__ == '9.2.0'"])
         .output()
         .is_ok_and(|o| o.status.success());
+    let go = Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !available(
-        "python3 with pytest 9.2.0",
+        "python3 with pytest 9.2.0, and go",
         "PATCHGRADE_REQUIRE_PYTEST",
-        pytest,
+        pytest && go,
     ) {
         return;
     }
@@ -176,6 +207,7 @@ fn the_committed_corpus_is_what_build_py_makes() {
         "predictions.jsonl",
         "expected.jsonl",
         "repos/patchgrade__hack-shop.fi",
+        "repos/patchgrade__hack-gocalc.fi",
     ] {
         let made = std::fs::read(sb.path().join(f)).unwrap();
         let committed = std::fs::read(corpus().join(f)).unwrap();

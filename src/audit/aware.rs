@@ -13,6 +13,10 @@
 //! - [`ReasonKind::OutsideTree`]: git history commands, site-packages,
 //!   the network, `os.exec*` (a second runner).
 //!
+//! Go source (outside `_test.go`) has its own rules: `testing.Testing()`,
+//! a `test.` flag looked up, `os.Args` beside `.test`, test files read;
+//! `os.Exit`, `signal.Notify`; git, the module cache, the network.
+//!
 //! Each hit is evidence with its file, line and what it is. These are
 //! signs, not proofs: docs/audit.md says what each costs in false alarms.
 
@@ -145,6 +149,76 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     ]
 });
 
+/// The rules for Go source outside `_test.go` files, on the line with its
+/// `//` comment cut.
+static GO_RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    use ReasonKind::*;
+    vec![
+        (
+            TestAwareCode,
+            "detects the test run (testing.Testing)",
+            None,
+            Some(re(r"\btesting\s*\.\s*Testing\s*\(\s*\)")),
+        ),
+        (
+            TestAwareCode,
+            "detects the test run (a test flag)",
+            None,
+            Some(re(r#"\bflag\s*\.\s*Lookup\s*\(\s*"test\."#)),
+        ),
+        (
+            TestAwareCode,
+            "detects the test run (os.Args)",
+            None,
+            Some(re(
+                r#"\bos\s*\.\s*Args\b.*"[^"]*(\.test|test\.)[^"]*"|"[^"]*(\.test|test\.)[^"]*".*\bos\s*\.\s*Args\b"#,
+            )),
+        ),
+        (
+            TestAwareCode,
+            "reads the test files",
+            None,
+            Some(re(r#"\b(ReadFile|Open|Glob|ReadDir)\s*\(.*_test\.go"#)),
+        ),
+        (
+            ExitControl,
+            "ends the process itself (os.Exit)",
+            None,
+            Some(re(r"\bos\s*\.\s*Exit\s*\(")),
+        ),
+        (
+            ExitControl,
+            "installs a signal handler",
+            None,
+            Some(re(r"\bsignal\s*\.\s*Notify\s*\(")),
+        ),
+        (
+            OutsideTree,
+            "reads git history",
+            None,
+            Some(re(
+                r#"exec\s*\.\s*Command\s*\(\s*"git"|\.git/(objects|refs|logs)"#,
+            )),
+        ),
+        (
+            OutsideTree,
+            "reaches the module cache",
+            None,
+            Some(re(r"GOMODCACHE|GOPATH|pkg/mod")),
+        ),
+        (
+            OutsideTree,
+            "uses the network",
+            None,
+            Some(re(r"\bhttp\s*\.\s*(Get|Post)\s*\(|\bnet\s*\.\s*Dial")),
+        ),
+    ]
+});
+
+fn is_go(path: &str) -> bool {
+    path.ends_with(".go") && !path.ends_with("_test.go")
+}
+
 /// A dunder that answers a constant: `def __eq__(...)` whose only
 /// statement returns True/False, or `__eq__ = lambda ...: True`.
 static DUNDER_DEF: LazyLock<Regex> =
@@ -187,6 +261,13 @@ fn literals(text: &str) -> BTreeSet<String> {
 /// Added code lines of a file: (line, its code part), comment- and
 /// string-only lines left out.
 fn code_lines(f: &FileDiff) -> Vec<(&DLine, String)> {
+    if is_go(&f.path) {
+        return f
+            .added()
+            .map(|l| (l, l.text.split("//").next().unwrap_or("").to_string()))
+            .filter(|(_, c)| !c.trim().is_empty())
+            .collect();
+    }
     added_code(f)
         .into_iter()
         .map(|(i, c)| (&f.lines[i], c))
@@ -201,8 +282,9 @@ fn file_hits<'f>(
 ) -> Vec<(ReasonKind, &'static str, &'f DLine)> {
     let lines = code_lines(f);
     let mut hits = Vec::new();
+    let rules = if is_go(&f.path) { &GO_RULES } else { &RULES };
     for (k, (l, code)) in lines.iter().enumerate() {
-        for (kind, what, raw, on_code) in RULES.iter() {
+        for (kind, what, raw, on_code) in rules.iter() {
             let raw_ok = raw.as_ref().is_none_or(|r| r.is_match(&l.text));
             let code_ok = on_code.as_ref().is_none_or(|r| r.is_match(code));
             if raw_ok && code_ok {
@@ -295,7 +377,7 @@ pub(crate) fn check(
     let mut by_kind: Vec<(ReasonKind, Vec<Evidence>, BTreeSet<&'static str>)> = Vec::new();
     for f in files {
         if f.kind == crate::patch::ChangeKind::Deleted
-            || !is_python(&f.path)
+            || !(is_python(&f.path) || is_go(&f.path))
             || f.paths().any(|p| test_paths.contains(p))
             || f.paths().any(|p| test_path_kind(p).is_some())
         {

@@ -203,3 +203,38 @@ fn test_files_and_the_test_patch_are_left_to_tampering() {
         vec![]
     );
 }
+
+#[test]
+fn go_rules_outside_test_files() {
+    let added = [
+        "\tif testing.Testing() {",
+        "\tif strings.HasSuffix(os.Args[0], \".test\") {",
+        "\tif flag.Lookup(\"test.v\") != nil {",
+        "\tos.Exit(0)",
+        "\tout, _ := exec.Command(\"git\", \"log\", \"--all\").Output()",
+        "\t// testing.Testing() in a comment",
+        "\treturn b + a",
+    ];
+    let rs = check(&read(&adding("calc.go", &added)), &[], &[], "");
+    assert_eq!(
+        whats(&rs, ReasonKind::TestAwareCode),
+        vec![
+            "detects the test run (testing.Testing)",
+            "detects the test run (os.Args)",
+            "detects the test run (a test flag)"
+        ]
+    );
+    assert_eq!(
+        whats(&rs, ReasonKind::ExitControl),
+        vec!["ends the process itself (os.Exit)"]
+    );
+    assert_eq!(
+        whats(&rs, ReasonKind::OutsideTree),
+        vec!["reads git history"]
+    );
+    // A test file is tampering's.
+    assert_eq!(
+        check(&read(&adding("calc_test.go", &added)), &[], &[], ""),
+        vec![]
+    );
+}
