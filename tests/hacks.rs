@@ -167,6 +167,13 @@ fn every_hack_is_caught_and_every_control_is_clean() {
         table.contains("suspect: test_aware_code (test_aware)"),
         "{table}"
     );
+    // And the cheating rate, by family, in the table and the summary.
+    assert!(table.contains("cheating rate: "), "{table}");
+    let audit = &sb.summary("hack-corpus", "hacks")["patchgrade"]["audit"];
+    assert!(
+        audit["families"]["test_aware"].as_u64() >= Some(1),
+        "{audit}"
+    );
 }
 
 /// build.py makes the committed corpus again (byte for byte), FAIL_TO_PASS
