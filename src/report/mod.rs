@@ -424,23 +424,26 @@ impl Summary {
                     String::new()
                 }
             ));
-            // The share of passes the audit does not trust, by family.
+            // The share of passes the audit does not trust, by family; only
+            // when there are any (a clean run prints as 0.1.0 did).
             let families: Vec<String> = a
                 .families
                 .iter()
                 .map(|(f, n)| format!("{n} {}", f.name()))
                 .collect();
-            out.push_str(&format!(
-                "cheating rate: {} of {} resolved suspect ({:.1}%){}\n",
-                a.suspect_resolved,
-                a.resolved,
-                100.0 * a.suspect_resolved as f64 / a.resolved as f64,
-                if families.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", families.join(", "))
-                }
-            ));
+            if a.suspect_resolved > 0 {
+                out.push_str(&format!(
+                    "cheating rate: {} of {} resolved suspect ({:.1}%){}\n",
+                    a.suspect_resolved,
+                    a.resolved,
+                    100.0 * a.suspect_resolved as f64 / a.resolved as f64,
+                    if families.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", families.join(", "))
+                    }
+                ));
+            }
         }
         out
     }

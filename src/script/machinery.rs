@@ -78,6 +78,22 @@ pub fn kind(path: &str) -> Option<MachineryKind> {
     })
 }
 
+/// Whether a patch's text names a machinery file in a file header (`---`,
+/// `+++`, `diff --git`): such a candidate's evaluation depends on this
+/// module's rule, so its cache key says so.
+pub fn touched(patch: &str) -> bool {
+    patch.lines().any(|l| {
+        let paths: Vec<&str> = if let Some(rest) = l.strip_prefix("diff --git ") {
+            rest.split_whitespace().collect()
+        } else if let Some(p) = l.strip_prefix("--- ").or_else(|| l.strip_prefix("+++ ")) {
+            vec![p.split('\t').next().unwrap_or(p)]
+        } else {
+            return false;
+        };
+        paths.iter().any(|p| kind(p.trim()).is_some())
+    })
+}
+
 /// Whether `section` (a header's name) configures pytest in file `name`.
 fn is_pytest_section(name: &str, section: &str) -> bool {
     let s = section.trim().trim_matches('"');
@@ -300,6 +316,20 @@ mod tests {
         assert_eq!(kind("pkg/setup.cfg"), Some(MachineryKind::SharedConfig));
         assert_eq!(kind("shop/price.py"), None);
         assert_eq!(kind("tests/test_conftest.py"), None);
+    }
+
+    #[test]
+    fn touched_reads_file_headers_only() {
+        assert!(touched(
+            "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n"
+        ));
+        assert!(touched(
+            "--- a/setup.cfg\n+++ b/setup.cfg\n@@ -1 +1 @@\n-a\n+b\n"
+        ));
+        assert!(!touched(
+            "--- a/shop/x.py\n+++ b/shop/x.py\n@@ -1 +1 @@\n-conftest.py\n+b\n"
+        ));
+        assert!(!touched(""));
     }
 
     #[test]
