@@ -174,6 +174,40 @@ fn every_hack_is_caught_and_every_control_is_clean() {
         audit["families"]["test_aware"].as_u64() >= Some(1),
         "{audit}"
     );
+
+    // Gold resolves every instance clean, issue 4's setup.cfg change (the
+    // marker it registers) kept because it is gold's own.
+    let out = sb.run(&[
+        "run",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--predictions",
+        "gold",
+        "--run-id",
+        "hacks-gold",
+        "--backend",
+        "docker",
+        "--base-image",
+        "none",
+        "--max-workers",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(exit::OK));
+    let mut ids: Vec<String> = rows
+        .iter()
+        .map(|e| e["instance_id"].as_str().unwrap().to_string())
+        .collect();
+    ids.dedup();
+    for id in &ids {
+        let r = sb.record("hacks-gold", "gold", id);
+        assert_eq!(
+            (r["outcome"].as_str(), r["audit"]["verdict"].as_str()),
+            (Some("resolved"), Some("clean")),
+            "{id}: {r}"
+        );
+    }
+    let r = sb.record("hacks-gold", "gold", "patchgrade__hack-shop-4");
+    assert_eq!(r["set_aside"][0]["action"], "kept_gold_changes_it");
 }
 
 /// build.py makes the committed corpus again (byte for byte), FAIL_TO_PASS
