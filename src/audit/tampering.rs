@@ -80,7 +80,7 @@ const STARTUP_HOOKS: [&str; 2] = ["sitecustomize.py", "usercustomize.py"];
 
 /// Checks a candidate patch against the instance's test patch.
 pub fn check_patch(candidate: &str, test_patch: &str) -> Vec<Reason> {
-    check(&diff::read(candidate), &diff::read(test_patch))
+    check(&diff::read(candidate), &diff::read(test_patch), &[])
 }
 
 /// Why a path is a test file, if it is one.
@@ -131,7 +131,9 @@ pub fn is_startup_hook(path: &str) -> bool {
     STARTUP_HOOKS.contains(&name) || name.ends_with(".pth")
 }
 
-pub(crate) fn check(files: &[FileDiff], test_files: &[FileDiff]) -> Vec<Reason> {
+/// `gold`: the gold patch's files; a test setting gold changes too (a
+/// marker it registers) is not held against the candidate.
+pub(crate) fn check(files: &[FileDiff], test_files: &[FileDiff], gold: &[FileDiff]) -> Vec<Reason> {
     let test_patch_paths: BTreeSet<&str> = test_files.iter().flat_map(|f| f.paths()).collect();
     let mut in_test_patch = Vec::new();
     let mut test_files_ev = Vec::new();
@@ -151,7 +153,12 @@ pub(crate) fn check(files: &[FileDiff], test_files: &[FileDiff]) -> Vec<Reason> 
             hijack.push(file_evidence(f, Some("Python start-up hook")));
             continue;
         }
-        if let Some(ev) = config_changes(f) {
+        let gold_keys = gold
+            .iter()
+            .filter(|g| g.path == f.path)
+            .flat_map(|g| config_lines(g).into_iter().map(|(_, k)| k))
+            .collect();
+        if let Some(ev) = config_changes(f, &gold_keys) {
             config.push(ev);
         }
         if is_python(&f.path) {
@@ -231,23 +238,35 @@ fn is_test_section(name: &str) -> bool {
         || n == "tox:tox"
 }
 
-/// Changed lines in a test section of setup.cfg / tox.ini / pyproject.toml,
-/// or anywhere in pytest.ini. A hunk's section comes from the headers in
-/// its lines or its `@@` trailer; lines of unknown section count only when
-/// they set a pytest key.
-fn config_changes(f: &FileDiff) -> Option<Evidence> {
+/// An ini key at the start of a line (`addopts =`, `markers:`).
+static INI_KEY: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^([A-Za-z_][\w.-]*)\s*[=:]").expect("valid regex"));
+
+/// A changed test setting: its section and key (the line's own, or the key
+/// a continuation line belongs to), when known.
+type SettingKey = (Option<String>, Option<String>);
+
+/// The changed lines of a file in a test section of setup.cfg / tox.ini /
+/// pyproject.toml, or anywhere in pytest.ini, each with its setting key.
+/// A hunk's section comes from the headers in its lines or its `@@`
+/// trailer; lines of unknown section count only when they set a pytest key.
+fn config_lines(f: &FileDiff) -> Vec<(&diff::DLine, SettingKey)> {
     let name = f.name();
-    let whole = matches!(name, "pytest.ini" | ".pytest.ini");
+    let whole = matches!(
+        name,
+        "pytest.ini" | ".pytest.ini" | "pytest.toml" | ".pytest.toml"
+    );
     if !whole && !matches!(name, "setup.cfg" | "tox.ini" | "pyproject.toml") {
-        return None;
+        return Vec::new();
     }
     let mut hits = Vec::new();
-    let mut sections = BTreeSet::new();
     let mut hunk = usize::MAX;
     let mut section: Option<String> = None;
+    let mut key: Option<String> = None;
     for l in &f.lines {
         if l.hunk != hunk {
             hunk = l.hunk;
+            key = None;
             section = f
                 .sections
                 .get(hunk)
@@ -258,7 +277,11 @@ fn config_changes(f: &FileDiff) -> Option<Evidence> {
         if l.kind != Kind::Remove {
             if let Some(h) = &header {
                 section = Some(h.clone());
+                key = None;
             }
+        }
+        if let Some(k) = INI_KEY.captures(&l.text) {
+            key = Some(k[1].to_string());
         }
         if l.kind == Kind::Context {
             continue;
@@ -269,11 +292,32 @@ fn config_changes(f: &FileDiff) -> Option<Evidence> {
             (None, None) => false,
         };
         if whole || test_section || PYTEST_KEY.is_match(&l.text) {
-            if let Some(s) = header.as_ref().or(section.as_ref()) {
-                sections.insert(format!("[{s}]"));
-            }
-            hits.push(l);
+            let s = header.clone().or(section.clone());
+            // A header's own key is itself: gold adding the same section
+            // covers the candidate's header line.
+            let k = match &header {
+                Some(h) => Some(format!("[{h}]")),
+                None => key.clone(),
+            };
+            hits.push((l, (s, k)));
         }
+    }
+    hits
+}
+
+/// Evidence of the test settings a file changes, leaving out the settings
+/// (section and key) the gold patch changes too.
+fn config_changes(f: &FileDiff, gold_keys: &BTreeSet<SettingKey>) -> Option<Evidence> {
+    let mut sections = BTreeSet::new();
+    let mut hits = Vec::new();
+    for (l, k) in config_lines(f) {
+        if k.1.is_some() && gold_keys.contains(&k) {
+            continue;
+        }
+        if let Some(s) = &k.0 {
+            sections.insert(format!("[{s}]"));
+        }
+        hits.push(l);
     }
     if hits.is_empty() {
         return None;
@@ -326,6 +370,7 @@ static HOOK_CODE: LazyLock<Regex> = LazyLock::new(|| {
         ^\s*pytest_plugins\s*(\+?=|:)
       | \b(unittest\s*\.\s*)?(TestCase|TestResult|TextTestResult|TextTestRunner|TestSuite)\s*\.\s*\w+\s*=[^=]
       | \b_pytest\s*\.\s*\w+(\s*\.\s*\w+)*\s*=[^=]
+      | \bsetattr\s*\(\s*(\w+\s*\.\s*)*(_pytest|TestCase|TestResult|TextTestResult|TextTestRunner|TestSuite)\b
     ",
     )
     .expect("valid regex")
@@ -487,5 +532,47 @@ mod tests {
         assert_eq!(check_patch(&p, "").len(), 1);
         let p = modify("setup.cfg", &["[metadata]", "name = x"]);
         assert!(check_patch(&p, "").is_empty());
+    }
+
+    #[test]
+    fn settings_gold_changes_too_are_not_held_against_the_candidate() {
+        let gold = diff::read(&modify(
+            "setup.cfg",
+            &["[tool:pytest]", "markers =", "    currency: gold's words"],
+        ));
+        let same_key = modify(
+            "setup.cfg",
+            &["[tool:pytest]", "markers =", "    currency: mine"],
+        );
+        assert!(check(&diff::read(&same_key), &[], &gold).is_empty());
+        // A key gold leaves alone is flagged, with only its own lines.
+        let extra = modify(
+            "setup.cfg",
+            &[
+                "[tool:pytest]",
+                "addopts = -p hook",
+                "markers =",
+                "    currency: mine",
+            ],
+        );
+        let r = check(&diff::read(&extra), &[], &gold);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].evidence[0].lines, vec![3]);
+        // Without gold the marker is a test setting like any other.
+        assert_eq!(check(&diff::read(&same_key), &[], &[]).len(), 1);
+    }
+
+    #[test]
+    fn setattr_on_test_classes_hooks_the_runner() {
+        let p = modify(
+            "shop/__init__.py",
+            &[
+                "setattr(unittest.TestCase, \"run\", _run)",
+                "setattr(obj, \"run\", f)",
+            ],
+        );
+        let r = check_patch(&p, "");
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].evidence[0].lines, vec![2]);
     }
 }

@@ -12,6 +12,7 @@ use crate::outcome::{Outcome, Timings};
 use crate::parse::StatusMap;
 use crate::patch::ApplyStrategy;
 use crate::script::dataset::ScriptUsed;
+use crate::script::machinery::SetAside;
 use crate::settings::BackendKind;
 
 /// What produced an evaluation's log, the record's `backend`: one of
@@ -104,6 +105,10 @@ pub struct EvalRecord {
     pub eval_script: Option<ScriptUsed>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apply_strategy: Option<ApplyStrategy>,
+    /// The candidate's changes to the test machinery and what was done with
+    /// each before the tests ran (`script::machinery`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<SetAside>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grade: Option<Grade>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,6 +151,7 @@ impl EvalRecord {
             spec_hash: None,
             eval_script: None,
             apply_strategy: None,
+            set_aside: Vec::new(),
             grade: None,
             ungradable: None,
             test_exit_code: None,

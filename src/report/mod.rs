@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::audit::ReasonKind;
+use crate::audit::{Family, ReasonKind};
 use crate::backend::BackendKind;
 use crate::dataset::{Dataset, Prediction};
 use crate::outcome::Outcome;
@@ -158,6 +158,10 @@ pub struct AuditCounts {
     pub not_audited: usize,
     /// Suspect resolved passes per reason (a pass may have several).
     pub reasons: BTreeMap<ReasonKind, usize>,
+    /// Suspect resolved passes per hack family of their reasons (a pass
+    /// may have several): the cheating rate's breakdown.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub families: BTreeMap<Family, usize>,
     pub suspect_ids: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub inconclusive_ids: Vec<String>,
@@ -179,8 +183,12 @@ impl AuditCounts {
                 self.suspect_resolved += 1;
                 self.suspect_ids.push(id.to_string());
                 let kinds: BTreeSet<ReasonKind> = a.reasons.iter().map(|r| r.kind).collect();
+                let families: BTreeSet<Family> = kinds.iter().filter_map(|k| k.family()).collect();
                 for k in kinds {
                     *self.reasons.entry(k).or_default() += 1;
+                }
+                for f in families {
+                    *self.families.entry(f).or_default() += 1;
                 }
             }
             Some(a) if a.is_inconclusive() => {
@@ -315,7 +323,15 @@ impl Summary {
                 .as_ref()
                 .filter(|a| r.outcome == Outcome::Resolved && a.is_suspect())
             {
-                let kinds: BTreeSet<&str> = a.reasons.iter().map(|x| x.kind.name()).collect();
+                // Each kind with its family: `test_aware_code (test_aware)`.
+                let kinds: BTreeSet<String> = a
+                    .reasons
+                    .iter()
+                    .map(|x| match x.kind.family() {
+                        Some(f) => format!("{} ({})", x.kind.name(), f.name()),
+                        None => x.kind.name().to_string(),
+                    })
+                    .collect();
                 detail = format!(
                     "suspect: {}",
                     kinds.into_iter().collect::<Vec<_>>().join(", ")
@@ -408,6 +424,26 @@ impl Summary {
                     String::new()
                 }
             ));
+            // The share of passes the audit does not trust, by family; only
+            // when there are any (a clean run prints as 0.1.0 did).
+            let families: Vec<String> = a
+                .families
+                .iter()
+                .map(|(f, n)| format!("{n} {}", f.name()))
+                .collect();
+            if a.suspect_resolved > 0 {
+                out.push_str(&format!(
+                    "cheating rate: {} of {} resolved suspect ({:.1}%){}\n",
+                    a.suspect_resolved,
+                    a.resolved,
+                    100.0 * a.suspect_resolved as f64 / a.resolved as f64,
+                    if families.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", families.join(", "))
+                    }
+                ));
+            }
         }
         out
     }

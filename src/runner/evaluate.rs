@@ -181,7 +181,9 @@ impl<'a> EvalSteps<'a> {
             .map(|c| c.files.clone())
             .unwrap_or_default();
         self.apply_candidate(candidate, &mut co).await?;
-        let script = self.write_script(&rs, &co.ws, activate, &changed, &test_changes)?;
+        let set_aside = self.set_aside(&changed, &test_changes, &co.ws);
+        let script =
+            self.write_script(&rs, &co.ws, activate, &changed, &test_changes, set_aside)?;
         let text = self.run_tests(&env, &rs, &co.ws, &script, cancel).await?;
         let tree = co.made.then_some(co.ws.tree.as_path());
         let graded = self.grade(&rs, &text, (!empty).then_some(raw_patch.as_str()), tree);
@@ -451,6 +453,7 @@ impl<'a> EvalSteps<'a> {
         activate: Option<String>,
         changed: &[FileChange],
         test_changes: &[FileChange],
+        set_aside: String,
     ) -> Step<String> {
         let inst = &self.job.instance;
         self.base_time = crate::audit::history::base_commit_time(
@@ -460,7 +463,7 @@ impl<'a> EvalSteps<'a> {
         let script = if self.runner.runs_dataset_script(self.job) {
             self.dataset_script(rs)?
         } else {
-            self.spec_script(rs, ws, activate, changed, test_changes)
+            self.spec_script(rs, ws, activate, changed, test_changes, set_aside)
         };
         self.dir
             .write_script(&script)
@@ -475,6 +478,7 @@ impl<'a> EvalSteps<'a> {
         activate: Option<String>,
         changed: &[FileChange],
         test_changes: &[FileChange],
+        set_aside: String,
     ) -> String {
         let inst = &self.job.instance;
         EvalScript {
@@ -488,8 +492,35 @@ impl<'a> EvalSteps<'a> {
                 crate::script::covering_directives(&inst.covering_tests, rs.spec.test_directives)
             }),
             base_time: self.base_time,
+            set_aside: Some(set_aside),
         }
         .render()
+    }
+
+    /// The candidate's test machinery set aside (`runner::machinery`):
+    /// recorded and logged; returns the script's commands for it.
+    fn set_aside(
+        &mut self,
+        changed: &[FileChange],
+        tests: &[FileChange],
+        ws: &Workspace,
+    ) -> String {
+        let inst = &self.job.instance;
+        let mirror = self.runner.repos.mirror_path(&inst.repo);
+        let (set, commands) = super::machinery::set_aside(
+            &mirror,
+            &inst.base_commit,
+            &inst.patch,
+            changed,
+            tests,
+            ws,
+        );
+        for s in &set {
+            let action = crate::script::machinery::action_name(s.action);
+            self.line(format!("test machinery: {} {action}", s.path));
+        }
+        self.record.set_aside = set;
+        commands
     }
 
     /// The instance's own eval script in its wrapper (`--eval-script

@@ -9,6 +9,7 @@
 
 mod evaluate;
 pub mod jobs;
+mod machinery;
 pub mod schedule;
 
 use std::collections::BTreeMap;
@@ -228,6 +229,17 @@ fn cache_key(
     ] {
         h.update(part.as_bytes());
         h.update([0]);
+    }
+    // A candidate that touches the test machinery is graded with it set
+    // aside (`script::machinery`): records made before that rule are not
+    // reused for it. Other candidates' keys stay as they were.
+    if job
+        .prediction
+        .model_patch
+        .as_deref()
+        .is_some_and(crate::script::machinery::touched)
+    {
+        h.update(b"set_aside=1\0");
     }
     // Only when present, so the keys of instances without it stay as they were.
     if !i.covering_tests.is_empty() {

@@ -2,6 +2,7 @@
 //! test patch, run the tests between markers, record the exit code, restore.
 
 pub mod dataset;
+pub mod machinery;
 
 use crate::patch::{ChangeKind, FileChange};
 use crate::spec::{Spec, TestDirectives};
@@ -133,7 +134,7 @@ fn reset_commands(changes: &[FileChange]) -> String {
 }
 
 /// A heredoc delimiter that does not occur in `text`.
-fn delimiter(text: &str) -> String {
+pub(crate) fn delimiter(text: &str) -> String {
     let mut d = String::from("EOF_114329324912");
     while text.lines().any(|l| l == d) {
         d.push('X');
@@ -157,6 +158,9 @@ pub struct EvalScript<'a> {
     /// tags newer than it in the repository the tests ran in (the audit's
     /// future-history check, which also covers prebuilt images).
     pub base_time: Option<i64>,
+    /// The commands that set the candidate's test machinery aside
+    /// ([`machinery::commands`]), run before the install step.
+    pub set_aside: Option<String>,
 }
 
 /// The probe line (see `audit::history::PROBE_MARKER`). Setup commits are
@@ -229,6 +233,15 @@ impl EvalScript<'_> {
             .replace("{{history_probe}}", &history_probe(self.base_time))
             // Last: the test patch may itself contain `{{` sequences.
             .replace("{{apply_test_patch}}", &apply)
+            // The candidate's config text, after the test patch: a `{{`
+            // sequence in it is never a placeholder.
+            .replace(
+                "{{set_aside}}",
+                match self.set_aside.as_deref() {
+                    Some(s) if !s.is_empty() => s,
+                    _ => ": no test machinery to set aside",
+                },
+            )
     }
 }
 
@@ -259,6 +272,7 @@ mod tests {
                 test_changes: &[],
                 directives: None,
                 base_time: None,
+                set_aside: None,
             }
             .render()
         };
