@@ -213,7 +213,8 @@ impl Service {
             return Err(SubmitError::Draining);
         }
         let _admitting = self.admission.lock().await;
-        let plans = self.board().plan(&batch).map_err(|r| {
+        let planned = self.board().plan(&batch);
+        let plans = planned.map_err(|r| {
             let mut b = self.board();
             match r {
                 Refused::Full { retry_after, limit } => {
