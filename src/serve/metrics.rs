@@ -89,7 +89,7 @@ mod tests {
         let a = Accepted::new("i", "m", None, Some("x"));
         b.admit(a.clone(), Plan::New);
         b.admit(Accepted::new("j", "m", None, Some("x")), Plan::New);
-        b.next();
+        b.start_next();
         b.finish(&a.id, Outcome::Resolved, 1.5, false, None);
         b.counters.refuse("queue_full");
         let text = render(&b, false);

@@ -378,7 +378,7 @@ impl Service {
                 if self.is_draining() {
                     return;
                 }
-                if let Some(a) = self.board().next() {
+                if let Some(a) = self.board().start_next() {
                     break a;
                 }
                 self.wake.notified().await;

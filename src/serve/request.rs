@@ -169,20 +169,20 @@ mod tests {
     }
 
     fn err(body: &str) -> RequestError {
-        parse_submission(body.as_bytes(), &dataset()).unwrap_err()
+        parse_submission(body.as_bytes(), dataset()).unwrap_err()
     }
 
     #[test]
     fn one_a_list_or_a_batch_object() {
         let one = format!(r#"{{"instance_id":"o__r-1","model_patch":{DIFF:?}}}"#);
-        let (got, batch) = parse_submission(one.as_bytes(), &dataset()).unwrap();
+        let (got, batch) = parse_submission(one.as_bytes(), dataset()).unwrap();
         assert!(!batch);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].model_name_or_path, DEFAULT_MODEL);
         let list = format!(
             r#"[{{"instance_id":"o__r-1","model_patch":{DIFF:?},"sample_id":7}},{{"instance_id":"o__r-1","model_name_or_path":"org/m"}}]"#
         );
-        let (got, batch) = parse_submission(list.as_bytes(), &dataset()).unwrap();
+        let (got, batch) = parse_submission(list.as_bytes(), dataset()).unwrap();
         assert!(batch);
         assert_eq!(got[0].sample_id, "7");
         assert_eq!(
@@ -191,7 +191,7 @@ mod tests {
         );
         let batch =
             format!(r#"{{"evaluations":[{{"instance_id":"o__r-1","model_patch":{DIFF:?}}}]}}"#);
-        let (got, batch) = parse_submission(batch.as_bytes(), &dataset()).unwrap();
+        let (got, batch) = parse_submission(batch.as_bytes(), dataset()).unwrap();
         assert!(batch && got.len() == 1);
     }
 

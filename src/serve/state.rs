@@ -270,7 +270,7 @@ impl Board {
     }
 
     /// The next queued evaluation, now running.
-    pub fn next(&mut self) -> Option<Accepted> {
+    pub fn start_next(&mut self) -> Option<Accepted> {
         while let Some(id) = self.queue.pop_front() {
             if let Some(e) = self.entries.get_mut(&id) {
                 if e.state == State::Queued {
@@ -362,9 +362,12 @@ mod tests {
     fn the_same_submission_is_the_same_evaluation_and_a_full_queue_refuses() {
         let mut b = Board::new(2, 1);
         let (x, y, z) = (sub("i", "a"), sub("i", "b"), sub("j", "a"));
-        assert_eq!(b.plan(&[x.clone()]).unwrap(), vec![Plan::New]);
+        assert_eq!(b.plan(std::slice::from_ref(&x)).unwrap(), vec![Plan::New]);
         b.admit(x.clone(), Plan::New);
-        assert_eq!(b.plan(&[x.clone()]).unwrap(), vec![Plan::Existing]);
+        assert_eq!(
+            b.plan(std::slice::from_ref(&x)).unwrap(),
+            vec![Plan::Existing]
+        );
         b.admit(x.clone(), Plan::New);
         assert_eq!(b.queued(), 1);
         // Room for one more, not two: the batch is refused whole.
@@ -381,7 +384,10 @@ mod tests {
         );
         // An existing one is answered even with a full queue.
         b.admit(y.clone(), Plan::New);
-        assert_eq!(b.plan(&[x.clone()]).unwrap(), vec![Plan::Existing]);
+        assert_eq!(
+            b.plan(std::slice::from_ref(&x)).unwrap(),
+            vec![Plan::Existing]
+        );
         assert_eq!(b.position(&y.id), Some(2));
     }
 
@@ -408,9 +414,9 @@ mod tests {
             b.admit(a.clone(), Plan::New);
         }
         assert!(b.cancel_queued(&y.id));
-        assert_eq!(b.next().unwrap().id, x.id);
-        assert_eq!(b.next().unwrap().id, z.id);
-        assert!(b.next().is_none());
+        assert_eq!(b.start_next().unwrap().id, x.id);
+        assert_eq!(b.start_next().unwrap().id, z.id);
+        assert!(b.start_next().is_none());
         assert!(!b.cancel_queued(&x.id), "running: the caller stops it");
         b.finish(&x.id, Outcome::Resolved, 3.0, false, None);
         b.stopped(&z.id, false);
@@ -424,7 +430,10 @@ mod tests {
         assert_eq!(b.counters.seconds_count, 1);
         assert_eq!(b.counters.seconds_buckets[..4], [0, 0, 0, 1]);
         // A cancelled one submitted again is queued again.
-        assert_eq!(b.plan(&[y.clone()]).unwrap(), vec![Plan::Requeue]);
+        assert_eq!(
+            b.plan(std::slice::from_ref(&y)).unwrap(),
+            vec![Plan::Requeue]
+        );
         b.admit(y.clone(), Plan::Requeue);
         assert_eq!(b.get(&y.id).unwrap().state, State::Queued);
         let states: Vec<_> = b.list(None).iter().map(|e| e.state).collect();
@@ -443,6 +452,6 @@ mod tests {
         ]);
         assert_eq!(b.queued(), 2, "accepted before: over the limit is fine");
         assert_eq!(b.get(&x.id).unwrap().state, State::Finished);
-        assert_eq!(b.next().unwrap().id, y.id);
+        assert_eq!(b.start_next().unwrap().id, y.id);
     }
 }
