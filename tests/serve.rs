@@ -280,7 +280,15 @@ fn submit_wait_idempotency_cancel_and_the_folder_report_reads() {
     assert_eq!(batch.status, 202, "{}", batch.body);
     let listed = &batch.body["evaluations"];
     assert_eq!(listed[0]["id"], gold_id.as_str());
-    let over = srv.wait(listed[1]["id"].as_str().unwrap());
+    // Its events: each change of state, the stream ending with the record.
+    let over_id = listed[1]["id"].as_str().unwrap();
+    let stream = srv.call("GET", &format!("/v1/evaluations/{over_id}/events"), None);
+    assert_eq!(stream.status, 200);
+    assert_eq!(stream.header("content-type"), Some("text/event-stream"));
+    let text = stream.body.as_str().unwrap();
+    assert!(text.contains("event: finished\ndata: {"), "{text}");
+    assert!(text.contains("\"record\":{"), "{text}");
+    let over = srv.wait(over_id);
     assert_eq!(over["state"], "finished", "{over}");
 
     // Cancel: a slow one running, another queued behind it.

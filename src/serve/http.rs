@@ -4,6 +4,7 @@
 //! docs/serve.md.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use axum::body::Body;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -34,6 +36,7 @@ pub fn router(service: Svc) -> Router {
         .route("/v1/evaluations", get(list).post(submit))
         .route("/v1/evaluations/{id}", get(status).delete(cancel))
         .route("/v1/evaluations/{id}/wait", get(wait))
+        .route("/v1/evaluations/{id}/events", get(events))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
         .route("/healthz", get(healthz))
@@ -174,6 +177,42 @@ async fn wait(
         Some(s) => Json(s).into_response(),
         None => unknown(&id),
     }
+}
+
+/// Server-sent events: the evaluation as it stands, then at each change
+/// of its state (the event named by the state); the stream ends when it
+/// ends (the last event has the record) or the service stops.
+async fn events(State(svc): State<Svc>, Path(id): Path<String>) -> Response {
+    if !is_eval_id(&id) || svc.status(&id, false).is_none() {
+        return unknown(&id);
+    }
+    let changes = svc.subscribe();
+    let start = (svc, id, changes, None::<EvalState>, false);
+    let stream =
+        futures_util::stream::unfold(start, |(svc, id, mut changes, last, done)| async move {
+            if done {
+                return None;
+            }
+            loop {
+                let s = svc.status(&id, true)?;
+                if Some(s.state) != last {
+                    let end = s.state.is_final() || svc.is_closed();
+                    let state = s.state;
+                    let event = Event::default().event(state.name()).json_data(&s).ok()?;
+                    return Some((
+                        Ok::<_, Infallible>(event),
+                        (svc, id, changes, Some(state), end),
+                    ));
+                }
+                if svc.is_closed() {
+                    return None;
+                }
+                changes.changed().await.ok()?;
+            }
+        });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 async fn cancel(State(svc): State<Svc>, Path(id): Path<String>) -> Response {

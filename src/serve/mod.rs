@@ -459,6 +459,16 @@ impl Service {
         self.bump();
     }
 
+    /// Changes of state from now on (each one bumps the value).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// The drain is over: streams and long polls end.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
     /// The /metrics text.
     pub fn metrics(&self) -> String {
         metrics::render(&self.board(), self.is_draining())
