@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::shapes::{shapes, Shapes};
-use common::{bin, project_root, Sandbox};
+use common::widgets::Widgets;
+use common::{bin, docker_ready, jsonl, project_root, Sandbox};
 use patchgrade::exit;
 use serde_json::{json, Value};
 
@@ -53,22 +54,22 @@ impl Answer {
 }
 
 impl Server {
+    /// On the local backend.
     fn start(sb: &Sandbox, extra: &[&str]) -> Server {
-        let mut args = vec![
-            "serve",
-            "--dataset",
-            "dataset.jsonl",
-            "--run-id",
-            "svc",
-            "--backend",
-            "local",
+        Server::launch(sb, &["--backend", "local"], extra)
+    }
+
+    fn launch(sb: &Sandbox, backend: &[&str], extra: &[&str]) -> Server {
+        let mut args = vec!["serve", "--dataset", "dataset.jsonl", "--run-id", "svc"];
+        args.extend_from_slice(backend);
+        args.extend_from_slice(&[
             "--specs",
             "specs",
             "--mirror-dir",
             "mirrors",
             "--listen",
             "127.0.0.1:0",
-        ];
+        ]);
         args.extend_from_slice(extra);
         let mut child = Command::new(bin())
             .args(&args)
@@ -585,4 +586,44 @@ print("client ok")
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "client ok");
+}
+
+/// The Docker backend: the same service grades in containers (images built
+/// from the spec, the base bootstrapped) and leaves no container behind.
+#[test]
+fn docker_serve_grades_in_containers_and_leaves_none() {
+    if !docker_ready("docker_serve_grades_in_containers_and_leaves_none") {
+        return;
+    }
+    let spec = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+    let w = Widgets::new(spec, &[]);
+    w.sb.write("dataset.jsonl", &jsonl(&[w.row("w-svc")]));
+    let mut srv = Server::launch(&w.sb, &["--backend", "docker", "--base-image", "none"], &[]);
+    let gold = srv.wait(&id(&srv.submit(&item("w-svc", &w.gold))));
+    assert_eq!(gold["outcome"], "resolved", "{gold}");
+    assert!(
+        gold["record"]["environment"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("image "),
+        "{gold}"
+    );
+    let wrong = srv.wait(&id(&srv.submit(&item("w-svc", &w.wrong))));
+    assert_eq!(
+        (wrong["outcome"].as_str(), &wrong["resolved"]),
+        (Some("unresolved"), &json!(false)),
+        "{wrong}"
+    );
+    srv.signal("-TERM");
+    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
+    let left = Command::new("docker")
+        .args(["ps", "-a", "-q", "--filter", "label=patchgrade.run_id=svc"])
+        .output()
+        .unwrap();
+    assert!(left.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout).trim(),
+        "",
+        "containers left"
+    );
 }
