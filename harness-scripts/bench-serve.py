@@ -72,7 +72,7 @@ def main():
     work = tempfile.mkdtemp(prefix="bench-serve-")
     logs = os.path.join(work, "logs")
     common = ["--backend", a.backend, "--max-workers", str(a.workers), "--log-dir", logs] + a.extra
-    preds = [p for p in rows(a.predictions)]
+    preds = rows(a.predictions)
     # The same evaluations for both: each prediction --repeat times, as
     # samples whose patch text differs (trailing newlines, which the
     # normaliser drops), so `run` does not evaluate identical samples once.
@@ -141,14 +141,12 @@ def main():
     added = []
     for i in range(a.latency_samples):
         p = preds[i % len(preds)]
-        t0 = time.monotonic()
         sub = client.submit(p["instance_id"], p.get("model_patch"), p["model_name_or_path"], f"lat{i}")
         t_ack = time.monotonic()
         r = client.wait(sub)
         t_done = time.monotonic()
         own = (r.record or {}).get("timings", {}).get("total", 0.0)
         added.append(max(0.0, (t_done - t_ack) - own) * 1000)
-        del t0
     peak_bench = rss_kb(srv.pid, "VmHWM")
     stop(srv)
 
