@@ -7,7 +7,8 @@
 
 Prints:
   - throughput: `run` of the predictions (each repeated --repeat times as
-    samples) against the service graded by --clients concurrent clients;
+    samples) against the service graded by --clients concurrent clients
+    (each submit then wait, one at a time), then as one batch request;
   - added latency: one evaluation in flight at a time, acknowledged to
     result available at the client, minus the evaluation's own seconds
     (the record's timings.total), p50 and p99;
@@ -103,7 +104,7 @@ def main():
         p = subprocess.Popen(
             [a.bin, "serve", "--dataset", a.dataset, "--run-id", run_id, "--listen", "127.0.0.1:0"]
             + common + list(extra),
-            stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for line in p.stderr:
             m = re.search(r"listening on (http://\S+)", line)
             if m:
@@ -115,8 +116,26 @@ def main():
         p.terminate()
         p.wait(timeout=300)
 
+    try:
+        measure(a, preds, batch, run_secs, start, stop)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(a, preds, batch, run_secs, start, stop):
+
     # Throughput: --clients threads share the batch.
     srv, client = start("bench-serve", ["--queue-limit", str(len(batch) + 10)])
+    try:
+        added, serve_secs, batch_secs, peak_bench = phases(a, preds, batch, client, srv)
+    finally:
+        stop(srv)
+    report(a, preds, batch, run_secs, serve_secs, batch_secs, added, peak_bench)
+    if a.soak:
+        soak(a, preds, start, stop)
+
+
+def phases(a, preds, batch, client, srv):
     todo = list(batch)
     lock = threading.Lock()
 
@@ -137,6 +156,14 @@ def main():
         th.join()
     serve_secs = time.monotonic() - t
 
+    # The same evaluations again as one batch request (new sample ids).
+    keys = ("instance_id", "model_name_or_path", "model_patch", "sample_id")
+    again = [dict({k: p[k] for k in keys}, sample_id="b" + p["sample_id"]) for p in batch]
+    t = time.monotonic()
+    for r in client.submit_many(again):
+        assert client.wait(r).state == "finished"
+    batch_secs = time.monotonic() - t
+
     # Added latency: one at a time, new samples.
     added = []
     for i in range(a.latency_samples):
@@ -147,20 +174,26 @@ def main():
         t_done = time.monotonic()
         own = (r.record or {}).get("timings", {}).get("total", 0.0)
         added.append(max(0.0, (t_done - t_ack) - own) * 1000)
-    peak_bench = rss_kb(srv.pid, "VmHWM")
-    stop(srv)
+    return added, serve_secs, batch_secs, rss_kb(srv.pid, "VmHWM")
 
+
+def report(a, preds, batch, run_secs, serve_secs, batch_secs, added, peak_bench):
     n = len(batch)
     print(f"evaluations: {n} ({len(preds)} predictions x {a.repeat}), workers {a.workers}, backend {a.backend}")
     print(f"run:   {run_secs:7.2f} s  {n / run_secs:6.2f} eval/s")
     print(f"serve: {serve_secs:7.2f} s  {n / serve_secs:6.2f} eval/s  ({a.clients} clients)  "
           f"= {100 * run_secs / serve_secs:5.1f}% of run's throughput")
+    print(f"serve: {batch_secs:7.2f} s  {n / batch_secs:6.2f} eval/s  (one batch request)  "
+          f"= {100 * run_secs / batch_secs:5.1f}% of run's throughput")
     print(f"added latency (ack -> result at client - evaluation's own time), {len(added)} sequential: "
           f"p50 {pct(added, 50):.1f} ms  p99 {pct(added, 99):.1f} ms")
     print(f"serve peak RSS: {peak_bench / 1024:.1f} MiB")
 
-    if a.soak:
-        srv, client = start("bench-soak", ["--queue-limit", "200"])
+
+
+def soak(a, preds, start, stop):
+    srv, client = start("bench-soak", ["--queue-limit", "200"])
+    try:
         inst = preds[0]["instance_id"]
         rss_start = rss_kb(srv.pid, "VmRSS")
         t = time.monotonic()
@@ -175,10 +208,10 @@ def main():
             client.wait(eid)
         secs = time.monotonic() - t
         rss_end, hwm = rss_kb(srv.pid, "VmRSS"), rss_kb(srv.pid, "VmHWM")
+    finally:
         stop(srv)
-        print(f"soak: {a.soak} submissions in {secs:.1f} s ({a.soak / secs:.0f}/s); "
-              f"RSS {rss_start / 1024:.1f} -> {rss_end / 1024:.1f} MiB, peak {hwm / 1024:.1f} MiB")
-    shutil.rmtree(work, ignore_errors=True)
+    print(f"soak: {a.soak} submissions in {secs:.1f} s ({a.soak / secs:.0f}/s); "
+          f"RSS {rss_start / 1024:.1f} -> {rss_end / 1024:.1f} MiB, peak {hwm / 1024:.1f} MiB")
 
 
 if __name__ == "__main__":
