@@ -32,6 +32,7 @@ pub mod review;
 pub mod rundir;
 pub mod runner;
 pub mod script;
+pub mod serve;
 pub mod settings;
 pub mod spec;
 pub mod table;

@@ -93,6 +93,47 @@ pub enum Command {
     /// complexity, diff hygiene, size against gold) in each instance's
     /// container; with --judge-url, an LLM judge too.
     Review(ReviewArgs),
+    /// Grading as a service: an HTTP/JSON API over the same engine as
+    /// `run` (docs/serve.md); every accepted evaluation is recorded in the
+    /// run folder before it is acknowledged.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub dataset: DatasetArg,
+    /// Run folder name: the service's evaluations go in
+    /// <log_dir>/<run_id>/, readable by `report` and `audit`; a restart on
+    /// the same run id takes up what was queued.
+    #[arg(long, default_value = "serve")]
+    pub run_id: String,
+    /// Only these instance ids (space- or comma-separated, repeatable).
+    #[arg(long, value_name = "ID", num_args = 1.., value_delimiter = ',')]
+    pub instance_ids: Vec<String>,
+    /// Address to listen on (port 0: any free port, said on stderr).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8787")]
+    pub listen: std::net::SocketAddr,
+    /// Listen on an address other than loopback (refused without it).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// File holding the bearer token every request but /healthz and
+    /// /readyz must carry (`Authorization: Bearer <token>`).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Evaluations waiting at most; beyond, submissions get 429 with
+    /// Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub queue_limit: usize,
+    /// Largest request body, bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
+    pub max_body: usize,
+    /// On SIGTERM or Ctrl-C: seconds running evaluations get to finish
+    /// before they are stopped and left queued for the next start.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub drain_timeout: u64,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ mod report;
 mod review;
 mod run;
 mod select;
+mod serve;
 mod validate;
 
 use std::path::Path;
@@ -39,6 +40,7 @@ pub async fn dispatch(command: Command, given: Given) -> Result<(), ExpectedErro
         Command::Select(args) => select::select(args, &given).await,
         Command::Perf(args) => perf::perf(args).await,
         Command::Review(args) => review::review(args).await,
+        Command::Serve(args) => serve::serve(args).await,
     }
 }
 

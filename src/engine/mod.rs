@@ -426,6 +426,24 @@ impl Engine {
         })
     }
 
+    /// For a caller that evaluates jobs as they come through
+    /// [`Runner::evaluate_job`] (`serve`): the backend started as
+    /// [`Engine::execute`] starts it, and what a killed earlier process on
+    /// this run id left running removed.
+    pub async fn start(&self) {
+        self.runner.backend.start().await;
+        self.runner
+            .backend
+            .remove_stale(self.runner.cfg.rundir.run_id())
+            .await;
+    }
+
+    /// The end of such a caller's evaluations: the backend's end-of-run
+    /// work (Docker: images removed per the cache level and budget).
+    pub async fn finish(&self) {
+        self.runner.backend.finish().await;
+    }
+
     /// Run jobs with progress on stderr; Ctrl-C stops running evaluations
     /// (their results are not recorded), a second Ctrl-C removes the
     /// containers and returns at once, `abandoned`.
@@ -442,13 +460,9 @@ impl Engine {
             .map(Job::key)
             .collect();
         let running = async {
-            // Before the progress display: the docker backend states its cache budget.
-            self.runner.backend.start().await;
-            // Containers of a killed earlier process on this run id.
-            self.runner
-                .backend
-                .remove_stale(self.runner.cfg.rundir.run_id())
-                .await;
+            // Before the progress display: the docker backend states its
+            // cache budget; containers of a killed earlier process go.
+            self.start().await;
             self.runner.clone().run(jobs, say.clone(), cancel).await
         };
         // A second Ctrl-C drops the running evaluations (their tasks are
@@ -464,7 +478,7 @@ impl Engine {
             };
         };
         let interrupted = session.stop_watching().await;
-        self.runner.backend.finish().await;
+        self.finish().await;
         self.record_after_run(&ran.records, &chosen_tests, &say);
         // The reporter ends once nothing holds a sender of it.
         drop(say);

@@ -9,6 +9,7 @@
 
 pub mod atomic;
 pub mod eval_dir;
+pub mod serve;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -353,7 +353,47 @@ impl Runner {
         copy
     }
 
+    /// One job evaluated on its own, for a caller that schedules jobs
+    /// itself and holds the worker limit (`serve`): as in [`Runner::run`],
+    /// a finished result with the same inputs is reused (`true`), an infra
+    /// error retried once, a panic recorded; None when `cancel` stopped it.
+    pub async fn evaluate_job(
+        &self,
+        job: &Job,
+        events: &mpsc::UnboundedSender<RunEvent>,
+        cancel: watch::Receiver<bool>,
+    ) -> Option<(EvalRecord, bool)> {
+        if let Some(prev) = self.reuse(job, events) {
+            return Some((prev, true));
+        }
+        self.evaluate_fresh(job, events, cancel)
+            .await
+            .map(|r| (r, false))
+    }
+
     async fn evaluate_with_retry(
+        &self,
+        job: &Job,
+        events: &mpsc::UnboundedSender<RunEvent>,
+        cancel: watch::Receiver<bool>,
+    ) -> Option<EvalRecord> {
+        if let Some(prev) = self.reuse(job, events) {
+            return Some(prev);
+        }
+        self.evaluate_fresh(job, events, cancel).await
+    }
+
+    /// The reusable finished result of this job, said as reused.
+    fn reuse(&self, job: &Job, events: &mpsc::UnboundedSender<RunEvent>) -> Option<EvalRecord> {
+        let prev = self.reusable(job, &self.eval_dir(job))?;
+        let _ = events.send(RunEvent::InstanceFinished {
+            finished: Finished::of(&prev),
+            reused: true,
+        });
+        Some(prev)
+    }
+
+    async fn evaluate_fresh(
         &self,
         job: &Job,
         events: &mpsc::UnboundedSender<RunEvent>,
@@ -361,13 +401,6 @@ impl Runner {
     ) -> Option<EvalRecord> {
         let id = job.instance.instance_id.clone();
         let dir = self.eval_dir(job);
-        if let Some(prev) = self.reusable(job, &dir) {
-            let _ = events.send(RunEvent::InstanceFinished {
-                finished: Finished::of(&prev),
-                reused: true,
-            });
-            return Some(prev);
-        }
         let _ = events.send(RunEvent::InstanceStarted {
             instance_id: id.clone(),
             model: job.prediction.model_name_or_path.clone(),

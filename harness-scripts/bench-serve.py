@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Benchmark `patchgrade serve` against `patchgrade run` on the same evaluations.
+
+    harness-scripts/bench-serve.py --dataset instances/demo/dataset.jsonl \
+        --predictions instances/demo/predictions.jsonl --backend local \
+        --repeat 4 --clients 4 --workers 2 [--soak 10000]
+
+Prints:
+  - throughput: `run` of the predictions (each repeated --repeat times as
+    samples) against the service graded by --clients concurrent clients
+    (each submit then wait, one at a time), then as one batch request;
+  - added latency: one evaluation in flight at a time, acknowledged to
+    result available at the client, minus the evaluation's own seconds
+    (the record's timings.total), p50 and p99;
+  - with --soak N: N submissions of empty patches (each a real evaluation
+    ending empty_patch, a record written) through a bounded queue, with the
+    service's RSS before and after and its peak (VmHWM).
+A warm-up `run` comes first so environments are cached for both.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from patchgrade_client import Client  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def rows(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = min(len(xs) - 1, max(0, int(round(p / 100 * (len(xs) - 1)))))
+    return xs[k]
+
+
+def rss_kb(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--predictions", required=True)
+    ap.add_argument("--backend", default="local")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/patchgrade"))
+    ap.add_argument("--repeat", type=int, default=4)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--latency-samples", type=int, default=20)
+    ap.add_argument("--soak", type=int, default=0)
+    ap.add_argument("extra", nargs="*", help="more engine flags for both (after --)")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="bench-serve-")
+    logs = os.path.join(work, "logs")
+    common = ["--backend", a.backend, "--max-workers", str(a.workers), "--log-dir", logs] + a.extra
+    preds = rows(a.predictions)
+    # The same evaluations for both: each prediction --repeat times, as
+    # samples whose patch text differs (trailing newlines, which the
+    # normaliser drops), so `run` does not evaluate identical samples once.
+    batch = []
+    for r in range(a.repeat):
+        for p in preds:
+            patch = p.get("model_patch")
+            if patch and patch.strip():
+                patch = patch + "\n" * r
+            batch.append(dict(p, model_patch=patch, sample_id=f"r{r}"))
+    batch_file = os.path.join(work, "batch.jsonl")
+    with open(batch_file, "w") as f:
+        for p in batch:
+            f.write(json.dumps({k: p[k] for k in ("instance_id", "model_name_or_path", "model_patch", "sample_id")}) + "\n")
+
+    def run(run_id, predictions):
+        t = time.monotonic()
+        subprocess.run(
+            [a.bin, "run", "--dataset", a.dataset, "--predictions", predictions, "--run-id", run_id,
+             "--report-dir", work] + common,
+            check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return time.monotonic() - t
+
+    run("warmup", a.predictions)
+    run_secs = run("bench-run", batch_file)
+
+    def start(run_id, extra=()):
+        p = subprocess.Popen(
+            [a.bin, "serve", "--dataset", a.dataset, "--run-id", run_id, "--listen", "127.0.0.1:0"]
+            + common + list(extra),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in p.stderr:
+            m = re.search(r"listening on (http://\S+)", line)
+            if m:
+                threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
+                return p, Client(m.group(1))
+        raise SystemExit("serve did not start")
+
+    def stop(p):
+        p.terminate()
+        p.wait(timeout=300)
+
+    try:
+        measure(a, preds, batch, run_secs, start, stop)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(a, preds, batch, run_secs, start, stop):
+
+    # Throughput: --clients threads share the batch.
+    srv, client = start("bench-serve", ["--queue-limit", str(len(batch) + 10)])
+    try:
+        added, serve_secs, batch_secs, peak_bench = phases(a, preds, batch, client, srv)
+    finally:
+        stop(srv)
+    report(a, preds, batch, run_secs, serve_secs, batch_secs, added, peak_bench)
+    if a.soak:
+        soak(a, preds, start, stop)
+
+
+def phases(a, preds, batch, client, srv):
+    todo = list(batch)
+    lock = threading.Lock()
+
+    def worker():
+        while True:
+            with lock:
+                if not todo:
+                    return
+                p = todo.pop()
+            r = client.grade(p["instance_id"], p.get("model_patch"), p["model_name_or_path"], p["sample_id"])
+            assert r.state == "finished", r.data
+
+    t = time.monotonic()
+    threads = [threading.Thread(target=worker) for _ in range(a.clients)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    serve_secs = time.monotonic() - t
+
+    # The same evaluations again as one batch request (new sample ids).
+    keys = ("instance_id", "model_name_or_path", "model_patch", "sample_id")
+    again = [dict({k: p[k] for k in keys}, sample_id="b" + p["sample_id"]) for p in batch]
+    t = time.monotonic()
+    for r in client.submit_many(again):
+        assert client.wait(r).state == "finished"
+    batch_secs = time.monotonic() - t
+
+    # Added latency: one at a time, new samples.
+    added = []
+    for i in range(a.latency_samples):
+        p = preds[i % len(preds)]
+        sub = client.submit(p["instance_id"], p.get("model_patch"), p["model_name_or_path"], f"lat{i}")
+        t_ack = time.monotonic()
+        r = client.wait(sub)
+        t_done = time.monotonic()
+        own = (r.record or {}).get("timings", {}).get("total", 0.0)
+        added.append(max(0.0, (t_done - t_ack) - own) * 1000)
+    return added, serve_secs, batch_secs, rss_kb(srv.pid, "VmHWM")
+
+
+def report(a, preds, batch, run_secs, serve_secs, batch_secs, added, peak_bench):
+    n = len(batch)
+    print(f"evaluations: {n} ({len(preds)} predictions x {a.repeat}), workers {a.workers}, backend {a.backend}")
+    print(f"run:   {run_secs:7.2f} s  {n / run_secs:6.2f} eval/s")
+    print(f"serve: {serve_secs:7.2f} s  {n / serve_secs:6.2f} eval/s  ({a.clients} clients)  "
+          f"= {100 * run_secs / serve_secs:5.1f}% of run's throughput")
+    print(f"serve: {batch_secs:7.2f} s  {n / batch_secs:6.2f} eval/s  (one batch request)  "
+          f"= {100 * run_secs / batch_secs:5.1f}% of run's throughput")
+    print(f"added latency (ack -> result at client - evaluation's own time), {len(added)} sequential: "
+          f"p50 {pct(added, 50):.1f} ms  p99 {pct(added, 99):.1f} ms")
+    print(f"serve peak RSS: {peak_bench / 1024:.1f} MiB")
+
+
+
+def soak(a, preds, start, stop):
+    srv, client = start("bench-soak", ["--queue-limit", "200"])
+    try:
+        inst = preds[0]["instance_id"]
+        rss_start = rss_kb(srv.pid, "VmRSS")
+        t = time.monotonic()
+        ids = []
+        for i in range(a.soak):
+            ids.append(client.submit(inst, None, "soak", f"s{i}").id)
+            if len(ids) >= 100:
+                for eid in ids:
+                    client.wait(eid)
+                ids = []
+        for eid in ids:
+            client.wait(eid)
+        secs = time.monotonic() - t
+        rss_end, hwm = rss_kb(srv.pid, "VmRSS"), rss_kb(srv.pid, "VmHWM")
+    finally:
+        stop(srv)
+    print(f"soak: {a.soak} submissions in {secs:.1f} s ({a.soak / secs:.0f}/s); "
+          f"RSS {rss_start / 1024:.1f} -> {rss_end / 1024:.1f} MiB, peak {hwm / 1024:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
