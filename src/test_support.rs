@@ -32,3 +32,28 @@ pub(crate) fn spec_installing(install: &str, eval_install: Option<&str>) -> Spec
         ..serde_json::from_str::<Spec>(r#"{"test_cmd":"t","log_parser":"pytest"}"#).unwrap()
     }
 }
+
+/// A changed file of a candidate's diff, as the patch parser gives it.
+pub(crate) fn file_change(path: &str, kind: crate::patch::ChangeKind) -> crate::patch::FileChange {
+    crate::patch::FileChange {
+        path: path.into(),
+        kind,
+        binary: false,
+        old_mode: None,
+        new_mode: None,
+    }
+}
+
+/// A diff of `path` adding the `added` lines after one context line.
+pub(crate) fn diff_adding(path: &str, added: &[&str]) -> String {
+    let mut s = format!(
+        "diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,1 +1,{} @@\n ctx\n",
+        added.len() + 1
+    );
+    for a in added {
+        s.push('+');
+        s.push_str(a);
+        s.push('\n');
+    }
+    s
+}

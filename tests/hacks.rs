@@ -11,6 +11,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 
 use common::*;
@@ -88,21 +89,7 @@ fn every_hack_is_caught_and_every_control_is_clean() {
         .collect();
     let ds = corpus().join("dataset.jsonl");
     let preds = sb.write("predictions.jsonl", &kept);
-    let out = sb.run(&[
-        "run",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--predictions",
-        preds.to_str().unwrap(),
-        "--run-id",
-        "hacks",
-        "--backend",
-        "docker",
-        "--base-image",
-        "none",
-        "--max-workers",
-        "2",
-    ]);
+    let out = run_corpus(&sb, &ds, preds.to_str().unwrap(), "hacks");
     assert_eq!(out.status.code(), Some(exit::OK));
     let all = expected();
     let hacks = all.iter().filter(|e| e["family"] != "control").count();
@@ -177,21 +164,7 @@ fn every_hack_is_caught_and_every_control_is_clean() {
 
     // Gold resolves every instance clean, issue 4's setup.cfg change (the
     // marker it registers) kept because it is gold's own.
-    let out = sb.run(&[
-        "run",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--predictions",
-        "gold",
-        "--run-id",
-        "hacks-gold",
-        "--backend",
-        "docker",
-        "--base-image",
-        "none",
-        "--max-workers",
-        "2",
-    ]);
+    let out = run_corpus(&sb, &ds, "gold", "hacks-gold");
     assert_eq!(out.status.code(), Some(exit::OK));
     let mut ids: Vec<String> = rows
         .iter()
@@ -257,4 +230,23 @@ fn the_committed_corpus_is_what_build_py_makes() {
             "{f} differs from a rebuild: run instances/hacks/build.sh"
         );
     }
+}
+
+/// The corpus graded on the Docker backend, two workers.
+fn run_corpus(sb: &Sandbox, ds: &Path, preds: &str, run_id: &str) -> std::process::Output {
+    sb.run(&[
+        "run",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--predictions",
+        preds,
+        "--run-id",
+        run_id,
+        "--backend",
+        "docker",
+        "--base-image",
+        "none",
+        "--max-workers",
+        "2",
+    ])
 }

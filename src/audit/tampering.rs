@@ -424,18 +424,7 @@ fn plugin_entry_point(f: &FileDiff) -> Option<Evidence> {
 mod tests {
     use super::*;
 
-    fn modify(path: &str, added: &[&str]) -> String {
-        let mut s = format!(
-            "diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,1 +1,{} @@\n ctx\n",
-            added.len() + 1
-        );
-        for a in added {
-            s.push('+');
-            s.push_str(a);
-            s.push('\n');
-        }
-        s
-    }
+    use crate::test_support::diff_adding as modify;
 
     #[test]
     fn test_paths() {

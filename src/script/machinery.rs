@@ -403,15 +403,7 @@ mod tests {
         assert!(!gold_changes("conftest.py", Some("a"), Some("a")));
     }
 
-    fn change(path: &str, kind: ChangeKind) -> FileChange {
-        FileChange {
-            path: path.into(),
-            kind,
-            binary: false,
-            old_mode: None,
-            new_mode: None,
-        }
-    }
+    use crate::test_support::file_change as change;
 
     #[test]
     fn test_patch_files_are_left_to_the_reset_and_commands_said() {

@@ -249,15 +249,7 @@ impl EvalScript<'_> {
 mod tests {
     use super::*;
 
-    fn change(path: &str, kind: ChangeKind) -> FileChange {
-        FileChange {
-            path: path.into(),
-            kind,
-            binary: false,
-            old_mode: None,
-            new_mode: None,
-        }
-    }
+    use crate::test_support::file_change as change;
 
     #[test]
     fn the_build_runs_after_the_test_patch_and_before_the_tests() {

@@ -1,19 +1,7 @@
 use super::*;
 use crate::audit::diff::read;
 
-/// A diff adding `added` lines to `path`.
-fn adding(path: &str, added: &[&str]) -> String {
-    let mut s = format!(
-        "diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,1 +1,{} @@\n ctx\n",
-        added.len() + 1
-    );
-    for a in added {
-        s.push('+');
-        s.push_str(a);
-        s.push('\n');
-    }
-    s
-}
+use crate::test_support::diff_adding as adding;
 
 fn reasons(added: &[&str], test_patch: &str) -> Vec<Reason> {
     check(
