@@ -529,13 +529,8 @@ fn setup_repo_with(spec: &Spec, make_repo: &str) -> String {
             .unwrap_or(&fixture.content);
         s.push_str(&format!("cat > {} <<'{d}'\n{body}\n{d}\n", quote(path)));
     }
-    for cmd in &spec.pre_install {
-        s.push_str(cmd);
-        s.push('\n');
-    }
-    if let Some(install) = &spec.install {
-        s.push_str(install);
-        s.push('\n');
+    for cmd in spec.pre_install.iter().chain(&spec.install) {
+        s.push_str(&checked_command(cmd));
     }
     // A setup commit: `git diff` afterwards shows only the candidate's
     // changes (reference #353); untracked build output stays untracked.
@@ -543,6 +538,15 @@ fn setup_repo_with(spec: &Spec, make_repo: &str) -> String {
         "cd {TESTBED}\ngit commit -q --no-verify --allow-empty -am 'patchgrade setup'\n"
     ));
     s
+}
+
+/// One setup command, then its status checked: under `set -e` a failing
+/// `a && b` (as specs write installs) does not stop the script, so a failed
+/// `make bootstrap` used to leave an image without its dependencies
+/// (babel 13928). `$?` still holds the list's status on the next line.
+fn checked_command(cmd: &str) -> String {
+    let cmd = cmd.strip_suffix('\n').unwrap_or(cmd);
+    format!("{cmd}\npatchgrade_rc=$?; if [ \"$patchgrade_rc\" -ne 0 ]; then exit \"$patchgrade_rc\"; fi\n")
 }
 
 /// The instance image of one instance: the base tree at /testbed, and the

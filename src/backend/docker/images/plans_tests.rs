@@ -474,3 +474,28 @@ fn toolchain_specs_get_their_env_name_labels_fixtures_and_offline_tests() {
     let delta = delta_instance_plan("snap:1", "acme__calc-1", &s, tree);
     assert!(delta.dockerfile.ends_with("ENV CARGO_NET_OFFLINE=true\n"));
 }
+
+#[test]
+fn a_failing_install_list_stops_the_setup_script() {
+    // Run the generated lines in bash as the image build does: an install
+    // written `a && b` whose `a` fails must fail the build, and one that
+    // succeeds must reach the next line.
+    let run = |install: &str| {
+        let body = format!(
+            "set -euxo pipefail\n{}echo reached\n",
+            checked_command(install)
+        );
+        std::process::Command::new("bash")
+            .args(["-c", &body])
+            .output()
+            .unwrap()
+    };
+    let failed = run("false && echo built");
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(!String::from_utf8_lossy(&failed.stdout).contains("reached"));
+    let ok = run("true && echo built\n");
+    assert!(ok.status.success());
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("built\nreached"));
+    let s = spec("install: make bootstrap && make build\ntest_cmd: t\nlog_parser: jest\n");
+    assert!(setup_repo_script(&s).contains("make bootstrap && make build\npatchgrade_rc=$?"));
+}
