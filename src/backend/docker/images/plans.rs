@@ -546,7 +546,12 @@ fn setup_repo_with(spec: &Spec, make_repo: &str) -> String {
 /// (babel 13928). `$?` still holds the list's status on the next line.
 fn checked_command(cmd: &str) -> String {
     let cmd = cmd.strip_suffix('\n').unwrap_or(cmd);
-    format!("{cmd}\npatchgrade_rc=$?; if [ \"$patchgrade_rc\" -ne 0 ]; then exit \"$patchgrade_rc\"; fi\n")
+    // The build error shows the log's last lines: name the command there.
+    let first: String = cmd.lines().next().unwrap_or("").chars().take(100).collect();
+    let said = quote(&format!("patchgrade: setup command failed: {first}"));
+    format!(
+        "{cmd}\npatchgrade_rc=$?; if [ \"$patchgrade_rc\" -ne 0 ]; then echo {said} \"(exit $patchgrade_rc)\" >&2; exit \"$patchgrade_rc\"; fi\n"
+    )
 }
 
 /// The instance image of one instance: the base tree at /testbed, and the

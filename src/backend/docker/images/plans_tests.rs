@@ -493,6 +493,8 @@ fn a_failing_install_list_stops_the_setup_script() {
     let failed = run("false && echo built");
     assert_eq!(failed.status.code(), Some(1));
     assert!(!String::from_utf8_lossy(&failed.stdout).contains("reached"));
+    assert!(String::from_utf8_lossy(&failed.stderr)
+        .contains("patchgrade: setup command failed: false && echo built (exit 1)"));
     let ok = run("true && echo built\n");
     assert!(ok.status.success());
     assert!(String::from_utf8_lossy(&ok.stdout).contains("built\nreached"));
