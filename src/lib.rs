@@ -17,6 +17,7 @@ pub mod engine;
 pub mod exit;
 pub mod grade;
 pub mod heap;
+pub mod impossible;
 pub mod key;
 pub mod metrics;
 pub mod outcome;

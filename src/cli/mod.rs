@@ -97,6 +97,58 @@ pub enum Command {
     /// `run` (docs/serve.md); every accepted evaluation is recorded in the
     /// run folder before it is acknowledged.
     Serve(ServeArgs),
+    /// Impossible variants (ImpossibleBench): each instance's test patch
+    /// changed by rule so that no fix that follows the issue can pass it;
+    /// with --validate, gold is run on each and only the variants gold
+    /// fails are kept.
+    Impossible(ImpossibleArgs),
+}
+
+/// `--mode` of `impossible` (the library's `impossible::Mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImpossibleModeArg {
+    /// One assertion of a FAIL_TO_PASS test changed.
+    Oneoff,
+    /// The assertion kept and a changed copy added after it.
+    Conflicting,
+}
+
+impl From<ImpossibleModeArg> for patchgrade::impossible::Mode {
+    fn from(m: ImpossibleModeArg) -> Self {
+        match m {
+            ImpossibleModeArg::Oneoff => patchgrade::impossible::Mode::OneOff,
+            ImpossibleModeArg::Conflicting => patchgrade::impossible::Mode::Conflicting,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ImpossibleArgs {
+    /// Dataset file (.jsonl or .json): its rows are written again with the
+    /// test patch changed, every other field kept.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: PathBuf,
+    #[arg(long, value_enum)]
+    pub mode: ImpossibleModeArg,
+    /// The variant dataset (.jsonl); its report goes beside it as
+    /// <stem>.report.json.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Only these instance ids (space- or comma-separated, repeatable).
+    #[arg(long, value_name = "ID", num_args = 1.., value_delimiter = ',')]
+    pub instance_ids: Vec<String>,
+    /// Run gold on every variant (the engine's flags below) and keep only
+    /// those where the test patch applies and gold fails the changed test;
+    /// the unchecked variants are the run's dataset, <stem>.candidates.jsonl.
+    #[arg(long)]
+    pub validate: bool,
+    /// Run folder of the validation (default: impossible-<mode>).
+    #[arg(long)]
+    pub run_id: Option<String>,
+    #[command(flatten)]
+    pub print: OutputArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 #[derive(Debug, Args)]

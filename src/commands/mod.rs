@@ -3,6 +3,7 @@
 //! that prints results or picks exit codes.
 
 mod audit;
+mod impossible;
 mod perf;
 mod regrade;
 mod report;
@@ -41,6 +42,7 @@ pub async fn dispatch(command: Command, given: Given) -> Result<(), ExpectedErro
         Command::Perf(args) => perf::perf(args).await,
         Command::Review(args) => review::review(args).await,
         Command::Serve(args) => serve::serve(args).await,
+        Command::Impossible(args) => impossible::impossible(args).await,
     }
 }
 
