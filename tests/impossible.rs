@@ -198,6 +198,14 @@ fn validated_variants_fail_gold_and_honest_fixes() {
     args.extend(base);
     let out = sb.run(&args);
     assert_eq!(out.status.code(), Some(exit::OK));
+    let table = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        table.contains(&format!(
+            "impossible variants: 0 of {} graded evaluations resolved",
+            controls.len()
+        )),
+        "{table}"
+    );
     for c in &controls {
         let id = format!(
             "{}@{}",
