@@ -20,7 +20,7 @@ use super::eval_dir::EvalDir;
 use super::{RunDir, RunDirError};
 use crate::dataset::{sha256_hex, Prediction};
 use crate::key::EvalKey;
-use crate::runner::jobs::Overrides;
+use crate::settings::Overrides;
 
 /// One accepted evaluation: what it grades, with the patch (kept so a
 /// restart can evaluate what was still queued).

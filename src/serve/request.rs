@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::patch::{Patch, PatchError};
 use crate::rundir::serve::Accepted;
-use crate::runner::jobs::Overrides;
+use crate::settings::Overrides;
 
 /// The model name when a submission gives none.
 pub const DEFAULT_MODEL: &str = "serve";
@@ -29,10 +29,10 @@ struct Item {
     #[serde(default, deserialize_with = "sample_id")]
     sample_id: Option<String>,
     /// Seconds the tests get, at most the service's `--timeout`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "timeout_seconds")]
     timeout_seconds: Option<u64>,
     /// false: no static audit of the result.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "audit")]
     audit: Option<bool>,
 }
 
@@ -50,6 +50,27 @@ fn sample_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D
         Some(serde_json::Value::Number(n)) => Ok(Some(n.to_string())),
         Some(other) => Err(serde::de::Error::custom(format!(
             "sample_id must be a string or a number, got {other}"
+        ))),
+    }
+}
+
+// serde's own messages do not name the field: these do.
+fn timeout_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "timeout_seconds must be a whole number of seconds, got {other}"
+        ))),
+    }
+}
+
+fn audit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::Bool(b)) => Ok(Some(b)),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "audit must be true or false, got {other}"
         ))),
     }
 }
@@ -297,6 +318,7 @@ mod tests {
         assert!(matches!(e, RequestError::Json(_)), "{e}");
         let e = err(r#"{"instance_id":"o__r-1","audit":"yes"}"#);
         assert!(matches!(e, RequestError::Json(_)), "{e}");
+        assert!(e.to_string().contains("audit must be true or false"), "{e}");
         // The service's own settings, spelt out, are the same evaluation.
         let same = parse(r#"{"instance_id":"o__r-1","timeout_seconds":1800,"audit":true}"#)
             .unwrap()
