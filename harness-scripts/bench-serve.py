@@ -3,7 +3,7 @@
 
     harness-scripts/bench-serve.py --dataset instances/demo/dataset.jsonl \
         --predictions instances/demo/predictions.jsonl --backend local \
-        --repeat 4 --clients 4 --workers 2 [--soak 10000]
+        --repeat 4 --clients 4 --workers 2 [--soak 10000 [--queue-limit 200] [--soak-only]]
 
 Prints:
   - throughput: `run` of the predictions (each repeated --repeat times as
@@ -68,6 +68,8 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--latency-samples", type=int, default=20)
     ap.add_argument("--soak", type=int, default=0)
+    ap.add_argument("--queue-limit", type=int, default=200, help="the soak's --queue-limit")
+    ap.add_argument("--soak-only", action="store_true", help="skip run and the throughput phases")
     ap.add_argument("extra", nargs="*", help="more engine flags for both (after --)")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bench-serve-")
@@ -98,7 +100,7 @@ def main():
         return time.monotonic() - t
 
     run("warmup", a.predictions)
-    run_secs = run("bench-run", batch_file)
+    run_secs = None if a.soak_only else run("bench-run", batch_file)
 
     def start(run_id, extra=()):
         p = subprocess.Popen(
@@ -117,7 +119,10 @@ def main():
         p.wait(timeout=300)
 
     try:
-        measure(a, preds, batch, run_secs, start, stop)
+        if a.soak_only:
+            soak(a, preds, start, stop)
+        else:
+            measure(a, preds, batch, run_secs, start, stop)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -192,26 +197,36 @@ def report(a, preds, batch, run_secs, serve_secs, batch_secs, added, peak_bench)
 
 
 def soak(a, preds, start, stop):
-    srv, client = start("bench-soak", ["--queue-limit", "200"])
+    srv, client = start("bench-soak", ["--queue-limit", str(a.queue_limit)])
+    curve = []
     try:
         inst = preds[0]["instance_id"]
         rss_start = rss_kb(srv.pid, "VmRSS")
         t = time.monotonic()
         ids = []
+        first = None
         for i in range(a.soak):
-            ids.append(client.submit(inst, None, "soak", f"s{i}").id)
+            r = client.submit(inst, None, "soak", f"s{i}")
+            first = first or r.id
+            ids.append(r.id)
             if len(ids) >= 100:
                 for eid in ids:
                     client.wait(eid)
                 ids = []
+            if (i + 1) % 1000 == 0:
+                curve.append(rss_kb(srv.pid, "VmRSS"))
         for eid in ids:
             client.wait(eid)
         secs = time.monotonic() - t
         rss_end, hwm = rss_kb(srv.pid, "VmRSS"), rss_kb(srv.pid, "VmHWM")
+        # The first one, long finished, submitted again: the same evaluation.
+        again = client.submit(inst, None, "soak", "s0")
+        assert again.id == first and again.state == "finished", again.data
     finally:
         stop(srv)
     print(f"soak: {a.soak} submissions in {secs:.1f} s ({a.soak / secs:.0f}/s); "
           f"RSS {rss_start / 1024:.1f} -> {rss_end / 1024:.1f} MiB, peak {hwm / 1024:.1f} MiB")
+    print("RSS every 1000 (MiB): " + " ".join(f"{kb / 1024:.1f}" for kb in curve))
 
 
 if __name__ == "__main__":

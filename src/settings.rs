@@ -106,6 +106,48 @@ impl std::str::FromStr for CacheLevel {
     }
 }
 
+/// Per-evaluation settings instead of the run's (`serve`'s per-request
+/// options). The default is the run's own: nothing overridden.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Overrides {
+    /// Seconds the tests get instead of `--timeout` (never more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    /// false: a gradable run is not audited (no `audit` in the record).
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub audit: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
+}
+
+impl Default for Overrides {
+    fn default() -> Self {
+        Overrides {
+            timeout_seconds: None,
+            audit: true,
+        }
+    }
+}
+
+impl Overrides {
+    pub fn is_default(&self) -> bool {
+        *self == Overrides::default()
+    }
+
+    /// The tests' timeout: the override, or the run's.
+    pub fn timeout(&self, run: std::time::Duration) -> std::time::Duration {
+        self.timeout_seconds
+            .map_or(run, |s| std::time::Duration::from_secs(s).min(run))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

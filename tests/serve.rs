@@ -5,6 +5,8 @@
 //! client.
 
 mod common;
+#[path = "serve/options.rs"]
+mod options;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -503,6 +505,27 @@ fn kill_9_and_a_restart_lose_nothing_and_grade_nothing_twice() {
         "{m}"
     );
     assert_eq!(srv.call("GET", "/v1/evaluations", None).body["total"], 4);
+    // Finished before the kill, out of memory since: submitted again, it
+    // is the same evaluation, and its key still refuses another patch.
+    let again = srv.submit(&item("s-gold", &gold));
+    assert_eq!(
+        (again.status, id(&again), again.body["state"].as_str()),
+        (
+            200,
+            first["id"].as_str().unwrap().to_string(),
+            Some("finished")
+        ),
+        "{}",
+        again.body
+    );
+    let mut named = item("s-over", &overfit);
+    named["sample_id"] = json!("n1");
+    assert_eq!(srv.submit(&named).status, 202);
+    srv.wait(&id(&srv.submit(&named)));
+    let mut other = item("s-over", &gold);
+    other["sample_id"] = json!("n1");
+    let c = srv.submit(&other);
+    assert_eq!(c.status, 409, "{}", c.body);
 }
 
 #[test]
@@ -614,6 +637,15 @@ fn docker_serve_grades_in_containers_and_leaves_none() {
         (Some("unresolved"), &json!(false)),
         "{wrong}"
     );
+    // The second evaluation found the images the first one had.
+    let metrics = srv.call("GET", "/metrics", None).body;
+    let m = metrics.as_str().unwrap();
+    let hits: u64 = m
+        .lines()
+        .filter(|l| l.starts_with("patchgrade_image_cache_hits_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(hits >= 1, "{m}");
     srv.signal("-TERM");
     assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
     let left = Command::new("docker")

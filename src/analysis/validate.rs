@@ -38,6 +38,7 @@ pub fn jobs(dataset: &Dataset, gold_runs: usize) -> Vec<Job> {
         let inst = std::sync::Arc::new(inst.clone());
         out.push(Job {
             run_without_patch: true,
+            overrides: Default::default(),
             ..Job::new(inst.clone(), Prediction::new(id, BASE_MODEL, None))
         });
         for k in 0..gold_runs {

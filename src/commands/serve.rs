@@ -10,6 +10,7 @@ use anyhow::anyhow;
 use super::{check_eval_scripts, load_dataset};
 use crate::cli::ServeArgs;
 use crate::error::ExpectedError;
+use patchgrade::backend::docker::events::ImageEvents;
 use patchgrade::engine::Engine;
 use patchgrade::runner::RunEvent;
 use patchgrade::serve::{http, ServeOptions, Service};
@@ -50,6 +51,17 @@ pub async fn serve(args: ServeArgs) -> Result<(), ExpectedError> {
     };
     let (service, events) =
         Service::open(engine.runner.clone(), &dataset, serve_opts).map_err(ExpectedError::bad)?;
+    // The backend's image events feed /metrics; weak: the service owns
+    // the backend through its runner.
+    let images = std::sync::Arc::downgrade(&service);
+    engine
+        .runner
+        .backend
+        .report_to(Some(ImageEvents::new(move |e| {
+            if let Some(s) = images.upgrade() {
+                s.image_event(&e);
+            }
+        })));
     engine.start().await;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -83,6 +83,7 @@ pub(super) async fn terminal(mut rx: mpsc::UnboundedReceiver<RunEvent>, quiet: b
                     None => eprintln!("{line}"),
                 }
             }
+            RunEvent::Images(event) if event.is_quiet() => {}
             RunEvent::Images(event) => match &bar {
                 Some(b) => b.println(event.to_string()),
                 None => eprintln!("{event}"),

@@ -568,7 +568,7 @@ impl<'a> EvalSteps<'a> {
         script: &str,
         cancel: watch::Receiver<bool>,
     ) -> Step<String> {
-        let timeout = self.runner.cfg.timeout;
+        let timeout = self.job.overrides.timeout(self.runner.cfg.timeout);
         let t = Instant::now();
         let out = self
             .runner
@@ -670,7 +670,7 @@ impl<'a> EvalSteps<'a> {
             ));
         }
         self.record.grade = Some(g);
-        if let Some(patch) = candidate {
+        if let Some(patch) = candidate.filter(|_| self.job.overrides.audit) {
             let mut input = crate::audit::AuditInput::new(inst, patch);
             input.test_log = Some(text);
             input.log_parser = Some(rs.spec.log_parser);

@@ -9,6 +9,7 @@ use crate::dataset::{Dataset, Instance, Prediction};
 use crate::key::EvalKey;
 use crate::rundir::eval_dir::EvalDir;
 use crate::rundir::RunDir;
+pub use crate::settings::Overrides;
 
 /// Predictions that cannot be made into jobs.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,8 @@ pub struct Job {
     /// Run the tests even when the patch is empty (the base tree as is),
     /// instead of recording `empty_patch`.
     pub run_without_patch: bool,
+    /// Settings of this evaluation that differ from the run's.
+    pub overrides: Overrides,
 }
 
 /// A run's records by key. Boxed: a record is about 650 bytes, and B-tree
@@ -52,6 +55,7 @@ impl Job {
             sample: None,
             directives: None,
             run_without_patch: false,
+            overrides: Overrides::default(),
         }
     }
 
@@ -141,6 +145,7 @@ pub fn jobs_for_predictions(
             sample,
             directives: None,
             run_without_patch: false,
+            overrides: Overrides::default(),
         });
     }
     Ok(out)

@@ -230,6 +230,16 @@ fn cache_key(
         h.update(part.as_bytes());
         h.update([0]);
     }
+    // Only overridden settings join the key: other records stay reusable.
+    if !job.overrides.is_default() {
+        h.update(b"overrides=");
+        h.update(
+            serde_json::to_string(&job.overrides)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        h.update([0]);
+    }
     // A candidate that touches the test machinery is graded with it set
     // aside (`script::machinery`): records made before that rule are not
     // reused for it. Other candidates' keys stay as they were.

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::state::{Board, BUCKETS};
+use crate::backend::docker::images::Tier;
 use crate::outcome::Outcome;
 
 /// The text /metrics serves.
@@ -56,6 +57,24 @@ pub fn render(board: &Board, draining: bool) -> String {
         "# HELP patchgrade_cache_hits_total Results reused from the run folder (same inputs).\n# TYPE patchgrade_cache_hits_total counter\npatchgrade_cache_hits_total {}",
         c.reused
     );
+    for (name, what, counts) in [
+        (
+            "patchgrade_image_cache_hits_total",
+            "Docker image lookups that found the image, by tier.",
+            &c.image_hits,
+        ),
+        (
+            "patchgrade_image_cache_misses_total",
+            "Docker image lookups that built the image, by tier.",
+            &c.image_misses,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {what}\n# TYPE {name} counter");
+        for tier in Tier::ALL {
+            let n = counts.get(&tier).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}{{tier=\"{}\"}} {n}", tier.name());
+        }
+    }
     let _ = writeln!(
         out,
         "# HELP patchgrade_refused_total Submissions refused, by reason.\n# TYPE patchgrade_refused_total counter"
@@ -86,12 +105,19 @@ mod tests {
     #[test]
     fn counts_and_the_histogram_in_prometheus_text() {
         let mut b = Board::new(4, 1);
-        let a = Accepted::new("i", "m", None, Some("x"));
+        let a = Accepted::new("i", "m", None, Some("x"), Default::default());
         b.admit(a.clone(), Plan::New);
-        b.admit(Accepted::new("j", "m", None, Some("x")), Plan::New);
+        b.admit(
+            Accepted::new("j", "m", None, Some("x"), Default::default()),
+            Plan::New,
+        );
         b.start_next();
         b.finish(&a.id, Outcome::Resolved, 1.5, false, None);
         b.counters.refuse("queue_full");
+        b.counters.image(Tier::Env, true);
+        b.counters.image(Tier::Instance, true);
+        b.counters.image(Tier::Instance, true);
+        b.counters.image(Tier::Instance, false);
         let text = render(&b, false);
         for line in [
             "patchgrade_queue_depth 1",
@@ -104,6 +130,12 @@ mod tests {
             "patchgrade_evaluation_seconds_bucket{le=\"2\"} 1",
             "patchgrade_evaluation_seconds_bucket{le=\"+Inf\"} 1",
             "patchgrade_evaluation_seconds_sum 1.5",
+            "patchgrade_image_cache_hits_total{tier=\"base\"} 0",
+            "patchgrade_image_cache_hits_total{tier=\"env\"} 1",
+            "patchgrade_image_cache_hits_total{tier=\"instance\"} 2",
+            "patchgrade_image_cache_misses_total{tier=\"instance\"} 1",
+            "patchgrade_image_cache_misses_total{tier=\"env\"} 0",
+            "# TYPE patchgrade_image_cache_hits_total counter",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
         }

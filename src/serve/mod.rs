@@ -18,14 +18,15 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 
+use crate::backend::docker::events::ImageEvent;
 use crate::dataset::{Dataset, Instance};
 use crate::outcome::Outcome;
-use crate::rundir::serve::{Accepted, ServeDir, Stored};
+use crate::rundir::serve::{Accepted, Known, ServeDir, Stored};
 use crate::rundir::RunDirError;
 use crate::runner::jobs::Job;
 use crate::runner::{RunEvent, Runner};
 use request::RequestError;
-use state::{Board, Plan, Refused, State};
+use state::{Board, Entry, Plan, Refused, State};
 
 /// How the service takes requests.
 #[derive(Debug, Clone)]
@@ -144,22 +145,34 @@ impl Service {
         opts: ServeOptions,
     ) -> Result<(Arc<Service>, mpsc::UnboundedReceiver<RunEvent>), ServeError> {
         let dir = ServeDir::new(runner.cfg.rundir.clone());
-        let mut found = Vec::new();
-        for a in dir.accepted()? {
-            let stored = dir.stored(&a)?;
-            let outcome = match stored {
-                Stored::Finished => dir.eval_dir(&a).record()?.map(|r| r.outcome),
-                _ => None,
-            };
-            found.push((a, stored, outcome));
-        }
-        let mut board = Board::new(opts.queue_limit, runner.cfg.max_workers);
-        board.restore(found);
-        let instances = dataset
+        let instances: HashMap<String, Arc<Instance>> = dataset
             .instances
             .iter()
             .map(|i| (i.instance_id.clone(), Arc::new(i.clone())))
             .collect();
+        // Only pending evaluations come back to memory; ended ones are
+        // read from the folder when asked for.
+        let mut pending = Vec::new();
+        for (a, stored) in dir.accepted()? {
+            dir.ensure_key(&a).map_err(|source| RunDirError::Io {
+                path: dir.eval_dir(&a).path().to_owned(),
+                source,
+            })?;
+            if stored != Stored::Pending {
+                continue;
+            }
+            if instances.contains_key(&a.instance_id) {
+                pending.push(a);
+            } else {
+                tracing::warn!(
+                    "{}: instance {} is not in the dataset: left pending",
+                    a.id,
+                    a.instance_id
+                );
+            }
+        }
+        let mut board = Board::new(opts.queue_limit, runner.cfg.max_workers);
+        board.restore(pending);
         let (events, rx) = mpsc::unbounded_channel();
         let service = Service {
             runner,
@@ -205,15 +218,41 @@ impl Service {
     /// the run folder before this returns; known ones answered as they
     /// stand.
     pub async fn submit(&self, body: &[u8]) -> Result<Submitted, SubmitError> {
+        let limits = request::Limits {
+            timeout: self.runner.cfg.timeout,
+        };
         let (batch, is_batch) =
-            request::parse_submission(body, |id| self.instances.contains_key(id))
+            request::parse_submission(body, |id| self.instances.contains_key(id), &limits)
                 .inspect_err(|_| self.refused("bad_request"))?;
         if self.is_draining() {
             self.refused("draining");
             return Err(SubmitError::Draining);
         }
         let _admitting = self.admission.lock().await;
-        let planned = self.board().plan(&batch);
+        // Only admission adds to the board, and it is held: what the board
+        // lacks now has ended (its end on disk) or was never accepted.
+        let unheld: Vec<Accepted> = {
+            let b = self.board();
+            batch.iter().filter(|a| !b.holds(&a.id)).cloned().collect()
+        };
+        let dir = self.dir.clone();
+        let looked = tokio::task::spawn_blocking(move || {
+            unheld
+                .iter()
+                .map(|a| Ok((a.id.clone(), dir.known(a)?)))
+                .collect::<Result<HashMap<String, Known>, RunDirError>>()
+        })
+        .await;
+        let on_disk = match looked {
+            Ok(Ok(k)) => k,
+            Ok(Err(e)) => return Err(SubmitError::Unrecorded(e.to_string())),
+            Err(e) => return Err(SubmitError::Unrecorded(e.to_string())),
+        };
+        let known: Vec<Known> = batch
+            .iter()
+            .map(|a| on_disk.get(&a.id).cloned().unwrap_or(Known::Absent))
+            .collect();
+        let planned = self.board().plan(&batch, &known);
         let plans = planned.map_err(|r| {
             let mut b = self.board();
             match r {
@@ -272,17 +311,56 @@ impl Service {
         })
     }
 
+    /// An evaluation as it stands: from the board while it is live, else
+    /// from the run folder.
+    fn entry(&self, id: &str) -> Option<(Entry, Option<usize>)> {
+        {
+            let b = self.board();
+            if let Some(e) = b.get(id) {
+                let pos = (e.state == State::Queued).then(|| b.position(id)).flatten();
+                return Some((e.clone(), pos));
+            }
+        }
+        let read = |id| -> Result<Option<Entry>, RunDirError> {
+            let Some(accepted) = self.dir.read(id, false)? else {
+                return Ok(None);
+            };
+            let (state, outcome) = match self.dir.stored(&accepted)? {
+                Stored::Finished => (
+                    State::Finished,
+                    self.dir.eval_dir(&accepted).record()?.map(|r| r.outcome),
+                ),
+                Stored::Cancelled => (State::Cancelled, None),
+                // Not on the board: its instance is not in the dataset, or
+                // a cancelled one is being queued again this moment.
+                Stored::Pending => (State::Queued, None),
+            };
+            Ok(Some(Entry {
+                accepted,
+                state,
+                outcome,
+                unwritten: None,
+            }))
+        };
+        match read(id) {
+            Ok(e) => e.map(|e| (e, None)),
+            Err(e) => {
+                tracing::warn!("evaluation {id}: {e}");
+                None
+            }
+        }
+    }
+
     /// An evaluation as it stands; `record`: with its record when finished.
     pub fn status(&self, id: &str, record: bool) -> Option<Status> {
-        let (entry, position) = {
-            let b = self.board();
-            let e = b.get(id)?.clone();
-            let pos = (e.state == State::Queued).then(|| b.position(id)).flatten();
-            (e, pos)
-        };
+        let (entry, position) = self.entry(id)?;
+        Some(self.status_of(entry, position, record))
+    }
+
+    fn status_of(&self, entry: Entry, position: Option<usize>, record: bool) -> Status {
         let a = &entry.accepted;
         let outcome = entry.outcome;
-        Some(Status {
+        Status {
             id: a.id.clone(),
             state: entry.state,
             instance_id: a.instance_id.clone(),
@@ -298,22 +376,44 @@ impl Service {
                 .then(|| self.dir.record_json(a))
                 .flatten(),
             error: entry.unwritten.clone(),
-        })
+        }
     }
 
-    /// Every evaluation, oldest first, of one state or all; at most `limit`.
+    /// Every evaluation, oldest first, of one state or all; at most
+    /// `limit`. Queued and running ones are the board's; the others are
+    /// read from the run folder (a scan of `.serve/accepted`).
     pub fn list(&self, state: Option<State>, limit: usize) -> (Vec<Status>, usize) {
-        let ids: Vec<String> = self
-            .board()
-            .list(state)
-            .iter()
-            .map(|e| e.accepted.id.clone())
-            .collect();
-        let total = ids.len();
-        let items = ids
-            .iter()
+        let mut entries: Vec<(Entry, Option<usize>)> = {
+            let b = self.board();
+            b.list(state)
+                .into_iter()
+                .map(|e| (e.clone(), b.position(&e.accepted.id)))
+                .collect()
+        };
+        if !matches!(state, Some(State::Queued | State::Running)) {
+            let ids = self.dir.ids().unwrap_or_else(|e| {
+                tracing::warn!("listing evaluations: {e}");
+                Vec::new()
+            });
+            for id in ids {
+                if self.board().holds(&id) {
+                    continue;
+                }
+                if let Some((e, _)) = self.entry(&id) {
+                    if state.is_none_or(|s| e.state == s) {
+                        entries.push((e, None));
+                    }
+                }
+            }
+        }
+        entries.sort_by(|(a, _), (b, _)| {
+            (a.accepted.accepted_at, &a.accepted.id).cmp(&(b.accepted.accepted_at, &b.accepted.id))
+        });
+        let total = entries.len();
+        let items = entries
+            .into_iter()
             .take(limit)
-            .filter_map(|id| self.status(id, false))
+            .map(|(e, pos)| self.status_of(e, pos, false))
             .collect();
         (items, total)
     }
@@ -323,8 +423,14 @@ impl Service {
         let mut changes = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let state = self.board().get(id)?.state;
-            if state.is_final() || self.closed.load(Ordering::SeqCst) {
+            let live = self.board().get(id).map(|e| e.state);
+            let state = match live {
+                Some(s) => s,
+                // Not live: ended (or pending off the board), so no change
+                // is coming to wait for.
+                None => self.entry(id)?.0.state,
+            };
+            if live.is_none() || state.is_final() || self.closed.load(Ordering::SeqCst) {
                 break;
             }
             match tokio::time::timeout_at(deadline, changes.changed()).await {
@@ -338,12 +444,27 @@ impl Service {
     /// Cancel a queued or running evaluation (recorded: a restart does not
     /// queue it again).
     pub async fn cancel(&self, id: &str) -> Result<Cancelled, SubmitError> {
-        let state = match self.board().get(id) {
-            None => return Ok(Cancelled::Unknown),
-            Some(e) => e.state,
+        let live = self.board().get(id).map(|e| e.state);
+        let state = match live {
+            Some(s) => s,
+            None => match self.entry(id) {
+                None => return Ok(Cancelled::Unknown),
+                Some((e, _)) => e.state,
+            },
         };
         if state.is_final() {
             return Ok(Cancelled::Ended(state));
+        }
+        if live.is_none() {
+            // Pending off the board: recorded cancelled, nothing to stop.
+            let dir = self.dir.clone();
+            let owned = id.to_string();
+            tokio::task::spawn_blocking(move || dir.write_cancelled(&owned))
+                .await
+                .map_err(|e| SubmitError::Unrecorded(e.to_string()))?
+                .map_err(|e| SubmitError::Unrecorded(e.to_string()))?;
+            self.bump();
+            return Ok(Cancelled::Now);
         }
         let dir = self.dir.clone();
         let owned = id.to_string();
@@ -355,7 +476,11 @@ impl Service {
             // Running: its evaluation stops and reports back (its switch
             // may not be set yet if it has only just started).
             let mut changes = self.changed.subscribe();
-            while self.board().get(id).is_some_and(|e| !e.state.is_final()) {
+            while self
+                .board()
+                .get(id)
+                .is_some_and(|e| e.state == State::Running)
+            {
                 if let Some((switch, by_client)) = lock(&self.cancels).get_mut(id) {
                     *by_client = true;
                     let _ = switch.send(true);
@@ -397,11 +522,12 @@ impl Service {
             // The dataset lost the instance since it was accepted (a restart
             // on another dataset): it stays queued on disk.
             tracing::warn!("{}: instance {} not in the dataset", a.id, a.instance_id);
-            self.board().stopped(&a.id, false);
+            self.board().forget(&a.id);
             return;
         };
         let mut job = Job::new(instance, a.prediction());
         job.sample = Some(a.sample_id.clone());
+        job.overrides = a.options.clone();
         let (switch, cancel) = watch::channel(false);
         lock(&self.cancels).insert(a.id.clone(), (switch, false));
         let started = Instant::now();
@@ -467,6 +593,15 @@ impl Service {
     /// The drain is over: streams and long polls end.
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+
+    /// An event of the Docker backend's image cache: lookups are counted
+    /// for /metrics; the others are lines for stderr.
+    pub fn image_event(&self, event: &ImageEvent) {
+        match event {
+            ImageEvent::Looked { tier, hit } => self.board().counters.image(*tier, *hit),
+            other => eprintln!("{other}"),
+        }
     }
 
     /// The /metrics text.

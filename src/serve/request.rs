@@ -5,8 +5,11 @@
 
 use serde::Deserialize;
 
+use std::time::Duration;
+
 use crate::patch::{Patch, PatchError};
 use crate::rundir::serve::Accepted;
+use crate::settings::Overrides;
 
 /// The model name when a submission gives none.
 pub const DEFAULT_MODEL: &str = "serve";
@@ -25,6 +28,19 @@ struct Item {
     model_name_or_path: Option<String>,
     #[serde(default, deserialize_with = "sample_id")]
     sample_id: Option<String>,
+    /// Seconds the tests get, at most the service's `--timeout`.
+    #[serde(default, deserialize_with = "timeout_seconds")]
+    timeout_seconds: Option<u64>,
+    /// false: no static audit of the result.
+    #[serde(default, deserialize_with = "audit")]
+    audit: Option<bool>,
+}
+
+/// What the service allows a request to ask for.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// The service's `--timeout`: no request gets more.
+    pub timeout: Duration,
 }
 
 fn sample_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -34,6 +50,27 @@ fn sample_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D
         Some(serde_json::Value::Number(n)) => Ok(Some(n.to_string())),
         Some(other) => Err(serde::de::Error::custom(format!(
             "sample_id must be a string or a number, got {other}"
+        ))),
+    }
+}
+
+// serde's own messages do not name the field: these do.
+fn timeout_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "timeout_seconds must be a whole number of seconds, got {other}"
+        ))),
+    }
+}
+
+fn audit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::Bool(b)) => Ok(Some(b)),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "audit must be true or false, got {other}"
         ))),
     }
 }
@@ -73,6 +110,10 @@ pub enum ItemProblem {
     Sample(String),
     #[error("model_patch: {0}")]
     Patch(String),
+    #[error("timeout_seconds {given} is over the service's limit of {limit} s (--timeout)")]
+    TimeoutOverLimit { given: u64, limit: u64 },
+    #[error("timeout_seconds must be at least 1")]
+    TimeoutZero,
 }
 
 impl RequestError {
@@ -97,6 +138,7 @@ impl RequestError {
 pub fn parse_submission(
     body: &[u8],
     known: impl Fn(&str) -> bool,
+    limits: &Limits,
 ) -> Result<(Vec<Accepted>, bool), RequestError> {
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| RequestError::Json(e.to_string()))?;
@@ -119,7 +161,7 @@ pub fn parse_submission(
         .into_iter()
         .enumerate()
         .map(|(index, item)| {
-            check(&item, &known).map_err(|problem| RequestError::Item {
+            check(&item, &known, limits).map_err(|problem| RequestError::Item {
                 index,
                 instance_id: item.instance_id.clone(),
                 problem,
@@ -129,7 +171,11 @@ pub fn parse_submission(
     Ok((checked, batch))
 }
 
-fn check(item: &Item, known: &impl Fn(&str) -> bool) -> Result<Accepted, ItemProblem> {
+fn check(
+    item: &Item,
+    known: &impl Fn(&str) -> bool,
+    limits: &Limits,
+) -> Result<Accepted, ItemProblem> {
     if !known(&item.instance_id) {
         return Err(ItemProblem::UnknownInstance);
     }
@@ -150,11 +196,24 @@ fn check(item: &Item, known: &impl Fn(&str) -> bool) -> Result<Accepted, ItemPro
             .and_then(|p| p.check_safe())
             .map_err(|e: PatchError| ItemProblem::Patch(e.to_string()))?;
     }
+    let limit = limits.timeout.as_secs();
+    let timeout_seconds = match item.timeout_seconds {
+        Some(0) => return Err(ItemProblem::TimeoutZero),
+        Some(given) if given > limit => return Err(ItemProblem::TimeoutOverLimit { given, limit }),
+        // The service's own limit is no override: the same evaluation.
+        Some(given) if given == limit => None,
+        t => t,
+    };
+    let options = Overrides {
+        timeout_seconds,
+        audit: item.audit.unwrap_or(true),
+    };
     Ok(Accepted::new(
         &item.instance_id,
         model,
         item.sample_id.as_deref(),
         patch,
+        options,
     ))
 }
 
@@ -168,21 +227,31 @@ mod tests {
         |id| id == "o__r-1"
     }
 
+    fn limits() -> Limits {
+        Limits {
+            timeout: Duration::from_secs(1800),
+        }
+    }
+
+    fn parse(body: &str) -> Result<(Vec<Accepted>, bool), RequestError> {
+        parse_submission(body.as_bytes(), dataset(), &limits())
+    }
+
     fn err(body: &str) -> RequestError {
-        parse_submission(body.as_bytes(), dataset()).unwrap_err()
+        parse(body).unwrap_err()
     }
 
     #[test]
     fn one_a_list_or_a_batch_object() {
         let one = format!(r#"{{"instance_id":"o__r-1","model_patch":{DIFF:?}}}"#);
-        let (got, batch) = parse_submission(one.as_bytes(), dataset()).unwrap();
+        let (got, batch) = parse(&one).unwrap();
         assert!(!batch);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].model_name_or_path, DEFAULT_MODEL);
         let list = format!(
             r#"[{{"instance_id":"o__r-1","model_patch":{DIFF:?},"sample_id":7}},{{"instance_id":"o__r-1","model_name_or_path":"org/m"}}]"#
         );
-        let (got, batch) = parse_submission(list.as_bytes(), dataset()).unwrap();
+        let (got, batch) = parse(&list).unwrap();
         assert!(batch);
         assert_eq!(got[0].sample_id, "7");
         assert_eq!(
@@ -191,7 +260,7 @@ mod tests {
         );
         let batch =
             format!(r#"{{"evaluations":[{{"instance_id":"o__r-1","model_patch":{DIFF:?}}}]}}"#);
-        let (got, batch) = parse_submission(batch.as_bytes(), dataset()).unwrap();
+        let (got, batch) = parse(&batch).unwrap();
         assert!(batch && got.len() == 1);
     }
 
@@ -232,5 +301,41 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn options_are_checked_against_the_service_and_join_the_id() {
+        let plain = parse(r#"{"instance_id":"o__r-1"}"#).unwrap().0.remove(0);
+        let e = err(r#"{"instance_id":"o__r-1","timeout_seconds":1801}"#);
+        assert_eq!(e.status(), 422);
+        assert_eq!(
+            e.to_string(),
+            "evaluation 0 (o__r-1): timeout_seconds 1801 is over the service's limit of 1800 s (--timeout)"
+        );
+        let e = err(r#"{"instance_id":"o__r-1","timeout_seconds":0}"#);
+        assert_eq!(e.status(), 422);
+        let e = err(r#"{"instance_id":"o__r-1","timeout_seconds":"9"}"#);
+        assert!(matches!(e, RequestError::Json(_)), "{e}");
+        let e = err(r#"{"instance_id":"o__r-1","audit":"yes"}"#);
+        assert!(matches!(e, RequestError::Json(_)), "{e}");
+        assert!(e.to_string().contains("audit must be true or false"), "{e}");
+        // The service's own settings, spelt out, are the same evaluation.
+        let same = parse(r#"{"instance_id":"o__r-1","timeout_seconds":1800,"audit":true}"#)
+            .unwrap()
+            .0
+            .remove(0);
+        assert_eq!(same.id, plain.id);
+        let short = parse(r#"{"instance_id":"o__r-1","timeout_seconds":60}"#)
+            .unwrap()
+            .0
+            .remove(0);
+        assert_eq!(short.options.timeout_seconds, Some(60));
+        let unaudited = parse(r#"{"instance_id":"o__r-1","audit":false}"#)
+            .unwrap()
+            .0
+            .remove(0);
+        assert!(!unaudited.options.audit);
+        let ids = [&plain.id, &short.id, &unaudited.id];
+        assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2]);
     }
 }

@@ -264,6 +264,7 @@ fn plan(groups: &[Group], specs: &SpecSet) -> SelectionPlan {
             jobs.push(Job {
                 directives: Some(dirs.clone()),
                 run_without_patch: true,
+                overrides: Default::default(),
                 ..Job::new(inst.clone(), Prediction::new(id, BASE_MODEL, None))
             });
         }
@@ -272,6 +273,7 @@ fn plan(groups: &[Group], specs: &SpecSet) -> SelectionPlan {
                 instance: inst.clone(),
                 directives: Some(dirs.clone()),
                 run_without_patch: false,
+                overrides: Default::default(),
                 ..j.clone()
             });
         }

@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::cache::human;
+use super::images::Tier;
 
 /// Where the backend sends its events (set by the command layer).
 #[derive(Clone)]
@@ -67,6 +68,9 @@ pub enum ImageEvent {
     },
     /// The cache index could not be written.
     IndexNotSaved { error: String },
+    /// An image of `tier` was asked for: found in the engine (`hit`) or
+    /// built. One per lookup: counted (serve's /metrics), not shown.
+    Looked { tier: Tier, hit: bool },
     /// What the run did with images.
     Summary {
         /// Instance images used and not built by this run.
@@ -77,6 +81,13 @@ pub enum ImageEvent {
         built: usize,
         removed: usize,
     },
+}
+
+impl ImageEvent {
+    /// Counted, not shown: a line per lookup would drown the run's output.
+    pub fn is_quiet(&self) -> bool {
+        matches!(self, ImageEvent::Looked { .. })
+    }
 }
 
 impl fmt::Display for ImageEvent {
@@ -128,6 +139,12 @@ impl fmt::Display for ImageEvent {
                 human(*budget)
             ),
             ImageEvent::IndexNotSaved { error } => write!(f, "warning: {error}"),
+            ImageEvent::Looked { tier, hit } => write!(
+                f,
+                "{} image {}",
+                tier.name(),
+                if *hit { "reused" } else { "built" }
+            ),
             ImageEvent::Summary {
                 reused,
                 built_instances,

@@ -15,6 +15,7 @@ use super::plans::{base_plan, env_plan_on, instance_plan, EnvInputs, ImagePlan, 
 use super::python::{python_image_name, python_plan};
 use super::toolchain::{toolchain_image_name, toolchain_plan, ChosenToolchain};
 use super::{bootstrap_image, namespace_image, Suite, Tier, BOOTSTRAP_SCRIPT};
+use crate::backend::docker::events::ImageEvent;
 use crate::backend::docker::{
     io_err, locked, ChosenPython, DockerBackend, DockerEnv, DockerError, PullFailure, API_TIMEOUT,
 };
@@ -467,6 +468,7 @@ impl DockerBackend {
         if !self.args.force_rebuild || fresh {
             if let Some(found) = self.inspect(name).await? {
                 self.note_used(tier, name);
+                self.tell(ImageEvent::Looked { tier, hit: true });
                 return Ok(found);
             }
         }
@@ -476,6 +478,7 @@ impl DockerBackend {
         crate::heap::release();
         built?;
         self.note_used(tier, name);
+        self.tell(ImageEvent::Looked { tier, hit: false });
         locked(&self.built).insert(name.to_string());
         self.inspect(name).await?.ok_or_else(|| DockerError::Build {
             image: name.to_string(),

@@ -72,6 +72,18 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// Every tier, lowest first.
+    pub const ALL: [Tier; 3] = [Tier::Base, Tier::Env, Tier::Instance];
+
+    /// Its name in metrics (`base`, `env`, `instance`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Base => "base",
+            Tier::Env => "env",
+            Tier::Instance => "instance",
+        }
+    }
+
     /// Folder under `logs/build_images/` (the reference's names).
     pub fn log_dir(self) -> &'static str {
         match self {
