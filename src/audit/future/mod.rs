@@ -41,6 +41,11 @@ use walk::{Bounds, Counts, Delta, Touching};
 pub const MAX_TOUCHING: usize = 64;
 /// First-parent commits read over every branch before the walk stops.
 pub const MAX_WALKED: usize = 200_000;
+/// Commits after the base looked at, oldest first, for those that touch
+/// the files: a fix merged more than this many commits after its base is
+/// not looked for (SWE-bench's bases are the fix's parent or the PR's
+/// merge base, days to weeks before it).
+pub const MAX_EXAMINED: usize = 2_000;
 /// The share of the candidate's lines one commit (or run) must explain.
 pub const MIN_SHARE: f64 = 0.5;
 /// The matched lines beyond the minimal fix needed to flag.
@@ -365,6 +370,7 @@ pub(crate) fn scan_repo(
     let bounds = Bounds {
         max_touching: MAX_TOUCHING,
         max_walked: MAX_WALKED,
+        max_examined: MAX_EXAMINED,
     };
     let (commits, walked) =
         walk::future_commits(repo, base.id(), walk::commit_time(&base), bounds)?;

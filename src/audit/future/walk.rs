@@ -36,6 +36,8 @@ pub(super) struct Bounds {
     pub max_touching: usize,
     /// First-parent commits read in all, over every branch.
     pub max_walked: usize,
+    /// Commits after the base looked at for touching, oldest first.
+    pub max_examined: usize,
 }
 
 /// How far a first-parent walk goes below the base's date before it stops:
@@ -136,10 +138,53 @@ impl Blobs {
     }
 }
 
-fn entry_id(tree: &Tree, path: &str) -> Option<Oid> {
-    tree.get_path(std::path::Path::new(path))
-        .ok()
-        .map(|e| e.id())
+/// Whether `path` differs between two trees, read top down: most commits
+/// leave a top folder as it was, which settles it without reading further.
+fn differs(repo: &Repository, a: &Tree, b: &Tree, path: &str) -> bool {
+    if a.id() == b.id() {
+        return false;
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    let (mut a, mut b) = (a.clone(), b.clone());
+    for (i, part) in parts.iter().enumerate() {
+        let (ea, eb) = (
+            a.get_name(part).map(|e| e.id()),
+            b.get_name(part).map(|e| e.id()),
+        );
+        if ea == eb {
+            return false;
+        }
+        let (Some(ea), Some(eb)) = (ea, eb) else {
+            return true;
+        };
+        if i + 1 == parts.len() {
+            return true;
+        }
+        match (repo.find_tree(ea), repo.find_tree(eb)) {
+            (Ok(ta), Ok(tb)) => (a, b) = (ta, tb),
+            _ => return true,
+        }
+    }
+    false
+}
+
+/// Ancestors of the base dated after it (a skewed clock): they are not the
+/// future, whatever their date. The walk stops at the base's date less the
+/// slack, so it reads only recent history.
+fn skewed_ancestors(base: &Commit, base_time: i64) -> HashSet<Oid> {
+    let mut out = HashSet::new();
+    let mut stack: Vec<Commit> = base.parents().collect();
+    let mut seen = HashSet::new();
+    while let Some(c) = stack.pop() {
+        if !seen.insert(c.id()) || commit_time(&c) < base_time - SLACK || seen.len() > 10_000 {
+            continue;
+        }
+        if commit_time(&c) > base_time {
+            out.insert(c.id());
+        }
+        stack.extend(c.parents());
+    }
+    out
 }
 
 fn delta(old: &Counts, new: &Counts) -> Delta {
@@ -159,7 +204,8 @@ fn delta(old: &Counts, new: &Counts) -> Delta {
 
 /// The first `bounds.max_touching` of `commits` (oldest first) whose change
 /// against their first parent touches one of `paths`, with their deltas.
-/// Root commits and ancestors of the base (a skewed date) are skipped.
+/// Only the first `bounds.max_examined` commits are looked at. Root commits
+/// and ancestors of the base (a skewed date) are skipped.
 pub(super) fn touching(
     repo: &Repository,
     base: &Commit,
@@ -168,9 +214,10 @@ pub(super) fn touching(
     bounds: Bounds,
 ) -> Result<Vec<Touching>, git2::Error> {
     let base_tree = base.tree()?;
+    let skewed = skewed_ancestors(base, commit_time(base));
     let mut blobs = Blobs::default();
     let mut out = Vec::new();
-    for (id, t) in commits {
+    for (id, t) in commits.iter().take(bounds.max_examined) {
         if out.len() >= bounds.max_touching {
             break;
         }
@@ -179,9 +226,9 @@ pub(super) fn touching(
         let (tree, ptree) = (c.tree()?, parent.tree()?);
         let changed: Vec<&String> = paths
             .iter()
-            .filter(|p| entry_id(&tree, p) != entry_id(&ptree, p))
+            .filter(|p| differs(repo, &tree, &ptree, p))
             .collect();
-        if changed.is_empty() || repo.graph_descendant_of(base.id(), *id).unwrap_or(false) {
+        if changed.is_empty() || skewed.contains(id) {
             continue;
         }
         let mut single = BTreeMap::new();
