@@ -91,6 +91,14 @@ pub struct RepoSources {
     pub url_template: String,
 }
 
+/// `DIR/<owner>__<name>.git` or `DIR/<owner>__<name>`, whichever exists.
+pub fn mirror_in(dir: &Path, repo: &str) -> Option<PathBuf> {
+    let key = repo.replace('/', "__");
+    [dir.join(format!("{key}.git")), dir.join(&key)]
+        .into_iter()
+        .find(|p| p.exists())
+}
+
 pub const DEFAULT_URL_TEMPLATE: &str = "https://github.com/{repo}.git";
 
 /// Bare mirrors, made once per repo even when many workers ask at once.
@@ -169,11 +177,18 @@ impl RepoCache {
     }
 
     fn local_source(&self, repo: &str) -> Option<PathBuf> {
-        let key = repo.replace('/', "__");
-        let dir = self.sources.mirror_dir.as_ref()?;
-        [dir.join(format!("{key}.git")), dir.join(&key)]
-            .into_iter()
-            .find(|p| p.exists())
+        mirror_in(self.sources.mirror_dir.as_ref()?, repo)
+    }
+
+    /// A mirror of `repo` that is already here, made or fetched nothing:
+    /// the cache's, else the `mirror_dir` clone it would be made from (the
+    /// audit reads history; it never clones).
+    pub fn existing_mirror(&self, repo: &str) -> Option<PathBuf> {
+        let cached = self.mirror_path(repo);
+        if cached.exists() {
+            return Some(cached);
+        }
+        self.local_source(repo)
     }
 
     fn fetch_into(&self, repo: &str, r: &Repository) -> Result<(), RepoError> {

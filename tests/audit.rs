@@ -20,6 +20,9 @@ use serde_json::Value;
 #[path = "audit/git_history.rs"]
 mod git_history;
 
+#[path = "audit/future_measure.rs"]
+mod future_measure;
+
 use git_history::history_counts;
 
 fn fixtures_dir() -> PathBuf {

@@ -22,6 +22,7 @@ use crate::key::EvalKey;
 use crate::outcome::Outcome;
 use crate::parse::StatusMap;
 use crate::record::EvalRecord;
+use crate::repo::RepoCache;
 use crate::report::AuditCounts;
 use crate::rundir::{Evaluation, RunDir};
 use crate::runner::jobs::Job;
@@ -39,12 +40,14 @@ pub struct MissingInstance {
 }
 
 /// The static audit of every graded evaluation (by index into `evals`).
-/// Dynamic reasons found earlier are kept unless `drop_dynamic`.
+/// Dynamic reasons found earlier are kept unless `drop_dynamic`. `repos`
+/// gives the mirrors the future-copy check reads (none: it is a note).
 pub fn static_audits(
     evals: &[Evaluation],
     dataset: &Dataset,
     dataset_path: &Path,
     specs: &SpecSet,
+    repos: Option<&RepoCache>,
     drop_dynamic: bool,
 ) -> Result<BTreeMap<usize, Audit>, MissingInstance> {
     let mut audits = BTreeMap::new();
@@ -56,7 +59,8 @@ pub fn static_audits(
                 dataset: dataset_path.to_owned(),
             });
         };
-        if let Some(audit) = static_audit(e, inst, specs, drop_dynamic) {
+        let mirror = repos.and_then(|r| r.existing_mirror(&inst.repo));
+        if let Some(audit) = static_audit(e, inst, specs, mirror.as_deref(), drop_dynamic) {
             audits.insert(idx, audit);
         }
     }
@@ -69,6 +73,7 @@ fn static_audit(
     a: &Evaluation,
     inst: &Instance,
     specs: &SpecSet,
+    mirror: Option<&Path>,
     drop_dynamic: bool,
 ) -> Option<Audit> {
     a.record.grade.as_ref()?;
@@ -80,6 +85,7 @@ fn static_audit(
     let mut input = AuditInput::new(inst, &patch);
     input.test_log = log.as_deref();
     input.log_parser = specs.for_instance(inst).ok().map(|s| s.spec.log_parser);
+    input.mirror = mirror;
     let mut audit = audit_static(&input);
     if !drop_dynamic {
         for r in a.record.audit.iter().flat_map(|old| old.reasons.iter()) {

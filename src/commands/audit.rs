@@ -54,8 +54,17 @@ pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> 
         Some(p) => dynamic::load_sidecar(p).map_err(|e| ExpectedError::bad(anyhow::anyhow!(e)))?,
         None => BTreeMap::new(),
     };
-    let mut audits = reaudit::static_audits(&evals, &dataset, &dataset_path, &specs, args.rerun)
-        .map_err(ExpectedError::bad)?;
+    // The mirrors the run made (or --mirror-dir's): the future-copy check.
+    let repos = opts.sources.repo_cache(&dataset_path);
+    let mut audits = reaudit::static_audits(
+        &evals,
+        &dataset,
+        &dataset_path,
+        &specs,
+        Some(&repos),
+        args.rerun,
+    )
+    .map_err(ExpectedError::bad)?;
     let mut done = None;
     if args.rerun {
         done = Some(
@@ -210,6 +219,7 @@ fn submission(args: &AuditArgs) -> Result<(), ExpectedError> {
         .map_err(ExpectedError::bad)?;
     let opts = SubmissionOptions {
         with_hints: args.with_hints,
+        mirror_dir: args.engine.sources.mirror_dir.clone(),
     };
     let audit = audit_submission(&dataset, &preds, &opts);
     for line in submission_lines(&audit) {

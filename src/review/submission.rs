@@ -16,6 +16,7 @@
 //! hygiene check reads for unrelated files.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -24,11 +25,14 @@ use super::{assemble, hygiene, FindingKind, StaticReview};
 use crate::audit::{audit_static, Audit, AuditInput, ReasonKind};
 use crate::dataset::{Dataset, Instance, Prediction};
 
-/// What the audit reads of the issue.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What the audit reads of the issue, and where the mirrors are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SubmissionOptions {
     /// Judge leakage on the problem statement and the hints.
     pub with_hints: bool,
+    /// Bare mirrors with full history, `DIR/<owner>__<name>[.git]`
+    /// (`--mirror-dir`), for the future-copy check; without one it is a note.
+    pub mirror_dir: Option<PathBuf>,
 }
 
 /// The static audit of one prediction.
@@ -105,6 +109,8 @@ impl SubmissionAudit {
 
 /// What the static audit could not check, for each audit's notes.
 const NOT_RUN: &str = "static audit: the log's spoofing checks and future history need a run; linters need the checkout";
+// (The future-copy check runs here with `--mirror-dir`; without it, or
+// without the repository's mirror there, its own note says so.)
 
 /// Audits every prediction; never fails (an unknown instance is listed).
 pub fn audit_submission(
@@ -145,7 +151,13 @@ pub fn audit_submission(
             review: None,
         };
         if let (false, Some(patch)) = (row.empty, p.model_patch.as_deref()) {
-            let mut audit = audit_static(&AuditInput::new(inst, patch));
+            let mirror = opts
+                .mirror_dir
+                .as_deref()
+                .and_then(|d| crate::repo::mirror_in(d, &inst.repo));
+            let mut input = AuditInput::new(inst, patch);
+            input.mirror = mirror.as_deref();
+            let mut audit = audit_static(&input);
             audit.notes.push(NOT_RUN.into());
             let issue = if opts.with_hints && !inst.hints_text.is_empty() {
                 format!("{}\n{}", inst.problem_statement, inst.hints_text)
@@ -241,7 +253,14 @@ mod tests {
         assert_eq!(s.findings.get(&FindingKind::TestEdited), Some(&1));
 
         // With hints: gold is in the issue text.
-        let a = audit_submission(&ds, &preds, &SubmissionOptions { with_hints: true });
+        let a = audit_submission(
+            &ds,
+            &preds,
+            &SubmissionOptions {
+                with_hints: true,
+                ..SubmissionOptions::default()
+            },
+        );
         let g = a.predictions[0].audit.as_ref().unwrap();
         assert!(
             g.has(ReasonKind::IssueLeakage) && g.has(ReasonKind::SolutionInIssue),

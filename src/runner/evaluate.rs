@@ -676,6 +676,8 @@ impl<'a> EvalSteps<'a> {
             input.log_parser = Some(rs.spec.log_parser);
             input.checkout = checkout;
             input.base_time = self.base_time;
+            let mirror = self.runner.repos.existing_mirror(&inst.repo);
+            input.mirror = mirror.as_deref();
             let audit = crate::audit::audit_static(&input);
             if audit.is_suspect() {
                 let kinds: Vec<String> = audit

@@ -35,7 +35,14 @@ fn bench_submission_audit_lite() {
         );
         for with_hints in [false, true] {
             let t0 = Instant::now();
-            let a = audit_submission(&ds, &preds, &SubmissionOptions { with_hints });
+            let a = audit_submission(
+                &ds,
+                &preds,
+                &SubmissionOptions {
+                    with_hints,
+                    ..SubmissionOptions::default()
+                },
+            );
             let wall = t0.elapsed().as_secs_f64();
             let s = a.summary();
             println!(
