@@ -86,6 +86,7 @@ fn static_audit(
     input.test_log = log.as_deref();
     input.log_parser = specs.for_instance(inst).ok().map(|s| s.spec.log_parser);
     input.mirror = mirror;
+    input.of_gold = AuditInput::is_gold(inst, &a.record.model_name_or_path, &patch);
     let mut audit = audit_static(&input);
     if !drop_dynamic {
         for r in a.record.audit.iter().flat_map(|old| old.reasons.iter()) {

@@ -245,6 +245,7 @@ fn grade_into(
                 let mut input = AuditInput::new(inst, patch);
                 input.test_log = Some(log);
                 input.log_parser = Some(parser);
+                input.of_gold = AuditInput::is_gold(inst, &record.model_name_or_path, patch);
                 record.audit = Some(audit_static(&input));
             }
         }

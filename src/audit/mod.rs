@@ -420,6 +420,10 @@ pub struct AuditInput<'a> {
     /// The repository's mirror (full history), for the future-copy check;
     /// without it that check is a note.
     pub mirror: Option<&'a Path>,
+    /// The candidate is the dataset's own patch (`--predictions gold`,
+    /// [`AuditInput::is_gold`]): gold is the fix commit by definition, so the
+    /// future-copy check does not apply to it (nor is a note written).
+    pub of_gold: bool,
 }
 
 impl<'a> AuditInput<'a> {
@@ -433,7 +437,14 @@ impl<'a> AuditInput<'a> {
             checkout: None,
             base_time: None,
             mirror: None,
+            of_gold: false,
         }
+    }
+
+    /// Whether a prediction is the dataset's own gold patch: the model
+    /// `gold` with the instance's patch, exactly.
+    pub fn is_gold(instance: &Instance, model: &str, patch: &str) -> bool {
+        model == crate::dataset::GOLD && patch == instance.patch
     }
 }
 
@@ -470,9 +481,10 @@ pub fn audit_static(input: &AuditInput) -> Audit {
     }
 
     // Nothing changed, nothing copied: no note either.
-    if files
-        .iter()
-        .any(|f| f.lines.iter().any(|l| l.kind != diff::Kind::Context))
+    if !input.of_gold
+        && files
+            .iter()
+            .any(|f| f.lines.iter().any(|l| l.kind != diff::Kind::Context))
     {
         match input.mirror {
             Some(m) => match future::check(m, inst, &files) {

@@ -157,6 +157,7 @@ pub fn audit_submission(
                 .and_then(|d| crate::repo::mirror_in(d, &inst.repo));
             let mut input = AuditInput::new(inst, patch);
             input.mirror = mirror.as_deref();
+            input.of_gold = AuditInput::is_gold(inst, &p.model_name_or_path, patch);
             let mut audit = audit_static(&input);
             audit.notes.push(NOT_RUN.into());
             let issue = if opts.with_hints && !inst.hints_text.is_empty() {

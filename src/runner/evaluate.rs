@@ -678,6 +678,11 @@ impl<'a> EvalSteps<'a> {
             input.base_time = self.base_time;
             let mirror = self.runner.repos.existing_mirror(&inst.repo);
             input.mirror = mirror.as_deref();
+            input.of_gold = crate::audit::AuditInput::is_gold(
+                inst,
+                &self.job.prediction.model_name_or_path,
+                patch,
+            );
             let audit = crate::audit::audit_static(&input);
             if audit.is_suspect() {
                 let kinds: Vec<String> = audit

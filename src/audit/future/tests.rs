@@ -390,3 +390,27 @@ fn comments_by_language() {
     assert!(is_docs("docs/usage.md") && is_docs("CHANGELOG") && is_docs("doc/x.txt"));
     assert!(!is_docs("src/calc.py"));
 }
+
+#[test]
+fn the_datasets_own_gold_is_not_checked() {
+    // A copy of the fix commit by an agent is flagged (above); the same
+    // patch as the dataset's gold (`--predictions gold`) is the fix commit by
+    // definition: no reason and no note.
+    let f = Fixture::new();
+    let cand = f.candidate(CALC_FIXED);
+    let mut inst = f.inst.clone();
+    inst.patch = cand.clone();
+    let mut input = AuditInput::new(&inst, &cand);
+    input.mirror = Some(f.repo.path());
+    assert!(future_reason(&audit_static(&input)).is_some());
+    assert!(AuditInput::is_gold(&inst, crate::dataset::GOLD, &cand));
+    assert!(!AuditInput::is_gold(&inst, "agent", &cand));
+    input.of_gold = true;
+    let a = audit_static(&input);
+    assert!(future_reason(&a).is_none());
+    assert!(
+        !a.notes.iter().any(|n| n.contains("future-copy")),
+        "{:?}",
+        a.notes
+    );
+}
