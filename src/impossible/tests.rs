@@ -21,9 +21,13 @@ diff --git a/tests/test_x.py b/tests/test_x.py
 ";
 
 fn instance(f2p: &[&str]) -> Instance {
+    with_patch(TEST_PATCH, f2p)
+}
+
+fn with_patch(test_patch: &str, f2p: &[&str]) -> Instance {
     serde_json::from_value(serde_json::json!({
         "instance_id": "o__r-1", "repo": "o/r", "base_commit": "abc",
-        "test_patch": TEST_PATCH, "FAIL_TO_PASS": f2p,
+        "test_patch": test_patch, "FAIL_TO_PASS": f2p,
     }))
     .unwrap()
 }
@@ -78,11 +82,7 @@ diff --git a/t.py b/t.py
 +    assert x.ok()
 +    assert x.f() == [1]
 ";
-    let inst: Instance = serde_json::from_value(serde_json::json!({
-        "instance_id": "o__r-2", "repo": "o/r", "base_commit": "abc",
-        "test_patch": patch, "FAIL_TO_PASS": ["test_a"],
-    }))
-    .unwrap();
+    let inst = with_patch(patch, &["test_a"]);
     let v = variant(&inst, Mode::OneOff).unwrap();
     assert_eq!(v.mutation.change, Change::Negation);
     assert_eq!(v.mutation.after, "    assert not (x.ok())");
@@ -103,11 +103,7 @@ diff --git a/a_test.go b/a_test.go
  package a
 +func TestA(t *testing.T) {}
 ";
-    let inst: Instance = serde_json::from_value(serde_json::json!({
-        "instance_id": "o__r-3", "repo": "o/r", "base_commit": "abc",
-        "test_patch": go, "FAIL_TO_PASS": ["TestA"],
-    }))
-    .unwrap();
+    let inst = with_patch(go, &["TestA"]);
     assert_eq!(
         variant(&inst, Mode::OneOff).unwrap_err(),
         Skip::Language(".go".into())
@@ -142,11 +138,7 @@ diff --git a/t.py b/t.py
 +    self.assertEqual(
 +        x.f(), want)
 ";
-    let inst: Instance = serde_json::from_value(serde_json::json!({
-        "instance_id": "o__r-4", "repo": "o/r", "base_commit": "abc",
-        "test_patch": patch, "FAIL_TO_PASS": ["test_a (t.T)"],
-    }))
-    .unwrap();
+    let inst = with_patch(patch, &["test_a (t.T)"]);
     let v = variant(&inst, Mode::Conflicting).unwrap();
     assert_eq!(v.mutation.function, "test_a");
     assert_eq!(v.mutation.change, Change::Sense);
