@@ -88,7 +88,7 @@ pub fn variant(instance: &Instance, mode: Mode) -> Result<Variant, Skip> {
     // (change, first added line, statement length, changed, function, ids)
     let mut best: Option<(Change, usize, python::Changed, String, Vec<String>)> = None;
     for (order, l) in walk.added.iter().enumerate() {
-        if !l.file.ends_with(".py") {
+        if !l.file.ends_with(".py") || l.in_subtest {
             continue;
         }
         let Some((function, tests)) = l
@@ -248,6 +248,9 @@ struct Added<'a> {
     text: &'a str,
     /// The functions it is in, outermost first.
     enclosing: Vec<String>,
+    /// Inside a `with ...subTest(...)` block: a failure there is reported
+    /// under the subtest's own id, which the FAIL_TO_PASS id does not match.
+    in_subtest: bool,
 }
 
 #[derive(Debug)]
@@ -282,6 +285,7 @@ fn walk<'a>(lines: &[&'a str]) -> Result<Walk<'a>, Skip> {
             let mut scope = Scope {
                 defs: section_def(&header.section).into_iter().collect(),
                 in_string: None,
+                subtests: Vec::new(),
             };
             let (mut old, mut new) = (0, 0);
             let mut new_no = header.new_start;
@@ -308,6 +312,7 @@ fn walk<'a>(lines: &[&'a str]) -> Result<Walk<'a>, Skip> {
                                     new_no,
                                     text,
                                     enclosing: scope.names(),
+                                    in_subtest: !scope.subtests.is_empty(),
                                 });
                             }
                         } else {
@@ -341,6 +346,9 @@ struct Scope {
     /// Inside a triple-quoted string (its quotes): its lines' indentation
     /// says nothing.
     in_string: Option<&'static str>,
+    /// Indentation of the open `with ...subTest(` / `with subtests.test(`
+    /// blocks.
+    subtests: Vec<usize>,
 }
 
 impl Scope {
@@ -365,8 +373,16 @@ impl Scope {
         while self.defs.last().is_some_and(|d| d.0 >= indent) {
             self.defs.pop();
         }
+        while self.subtests.last().is_some_and(|&i| i >= indent) {
+            self.subtests.pop();
+        }
         if let Some(name) = def_name(code) {
             self.defs.push((indent, name));
+        }
+        if code.starts_with("with ")
+            && (code.contains(".subTest(") || code.contains("subtests.test("))
+        {
+            self.subtests.push(indent);
         }
     }
 

@@ -148,3 +148,27 @@ diff --git a/t.py b/t.py
         "+    self.assertEqual(\n+        x.f(), want)\n+    self.assertNotEqual(\n+        x.f(), want)\n"
     ));
 }
+
+#[test]
+fn assertions_in_a_subtest_are_left_alone() {
+    // A failure inside subTest is reported under the subtest's id; the
+    // assertion after the block is the one changed.
+    let patch = "\
+diff --git a/t.py b/t.py
+--- a/t.py
++++ b/t.py
+@@ -1,1 +1,7 @@
+ import x
++    def test_a(self):
++        for v in (1, 2):
++            with self.subTest(v=v):
++                self.assertEqual(x.f(v), 1)
++        self.assertTrue(x.done())
++        self.assertSequenceEqual(x.items(), [1])
+";
+    let inst = with_patch(patch, &["test_a (t.T)"]);
+    let v = variant(&inst, Mode::OneOff).unwrap();
+    assert_eq!(v.mutation.change, Change::Sense);
+    assert_eq!(v.mutation.line, 6);
+    assert_eq!(v.mutation.after, "        self.assertFalse(x.done())");
+}
