@@ -23,12 +23,9 @@ use patchgrade::runner::jobs::Job;
 pub async fn impossible(args: ImpossibleArgs) -> Result<(), ExpectedError> {
     let mode = Mode::from(args.mode);
     let mut dataset = Dataset::open(&args.dataset).map_err(ExpectedError::bad)?;
-    let ids: Vec<String> = args
-        .instance_ids
-        .iter()
-        .flat_map(|s| s.split_whitespace().map(String::from))
-        .collect();
-    dataset.filter(&ids).map_err(ExpectedError::bad)?;
+    dataset
+        .filter(&super::split_ids(&args.instance_ids))
+        .map_err(ExpectedError::bad)?;
     let rows = read_rows(&args.dataset).map_err(ExpectedError::bad)?;
     let row_of = |id: &str| {
         rows.iter()

@@ -108,10 +108,7 @@ fn load_dataset(source: &DatasetArg, instance_ids: &[String]) -> Result<Dataset,
         Some(dir) => task_repo::load(dir).map_err(ExpectedError::bad)?,
         None => Dataset::open(source.path()).map_err(ExpectedError::bad)?,
     };
-    let ids: Vec<String> = instance_ids
-        .iter()
-        .flat_map(|s| s.split_whitespace().map(String::from))
-        .collect();
+    let ids = split_ids(instance_ids);
     // As the reference: named ids from any split, else the test split.
     if ids.is_empty() && task_repo::is_task_repo(source.path()) {
         task_repo::keep_split(&mut dataset, source.path(), task_repo::DEFAULT_SPLIT)
@@ -119,6 +116,15 @@ fn load_dataset(source: &DatasetArg, instance_ids: &[String]) -> Result<Dataset,
     }
     dataset.filter(&ids).map_err(ExpectedError::bad)?;
     Ok(dataset)
+}
+
+/// `--instance-ids` values, each space- or comma-separated (clap splits the
+/// commas).
+fn split_ids(instance_ids: &[String]) -> Vec<String> {
+    instance_ids
+        .iter()
+        .flat_map(|s| s.split_whitespace().map(String::from))
+        .collect()
 }
 
 /// A report file, written atomically.

@@ -455,24 +455,14 @@ impl Service {
         if state.is_final() {
             return Ok(Cancelled::Ended(state));
         }
-        if live.is_none() {
-            // Pending off the board: recorded cancelled, nothing to stop.
-            let dir = self.dir.clone();
-            let owned = id.to_string();
-            tokio::task::spawn_blocking(move || dir.write_cancelled(&owned))
-                .await
-                .map_err(|e| SubmitError::Unrecorded(e.to_string()))?
-                .map_err(|e| SubmitError::Unrecorded(e.to_string()))?;
-            self.bump();
-            return Ok(Cancelled::Now);
-        }
         let dir = self.dir.clone();
         let owned = id.to_string();
         tokio::task::spawn_blocking(move || dir.write_cancelled(&owned))
             .await
             .map_err(|e| SubmitError::Unrecorded(e.to_string()))?
             .map_err(|e| SubmitError::Unrecorded(e.to_string()))?;
-        if !self.board().cancel_queued(id) {
+        // Pending off the board: recorded cancelled, nothing to stop.
+        if live.is_some() && !self.board().cancel_queued(id) {
             // Running: its evaluation stops and reports back (its switch
             // may not be set yet if it has only just started).
             let mut changes = self.changed.subscribe();

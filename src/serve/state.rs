@@ -164,17 +164,22 @@ impl Board {
     /// (the queue limit does not apply to them: they were accepted).
     pub fn restore(&mut self, pending: Vec<Accepted>) {
         for accepted in pending {
-            self.queue.push_back(accepted.id.clone());
-            self.entries.insert(
-                accepted.id.clone(),
-                Entry {
-                    accepted,
-                    state: State::Queued,
-                    outcome: None,
-                    unwritten: None,
-                },
-            );
+            self.enqueue(accepted);
         }
+    }
+
+    /// A new entry, queued.
+    fn enqueue(&mut self, accepted: Accepted) {
+        self.queue.push_back(accepted.id.clone());
+        self.entries.insert(
+            accepted.id.clone(),
+            Entry {
+                accepted,
+                state: State::Queued,
+                outcome: None,
+                unwritten: None,
+            },
+        );
     }
 
     pub fn get(&self, id: &str) -> Option<&Entry> {
@@ -277,16 +282,7 @@ impl Board {
             return;
         }
         self.counters.accepted += 1;
-        self.queue.push_back(accepted.id.clone());
-        self.entries.insert(
-            accepted.id.clone(),
-            Entry {
-                accepted,
-                state: State::Queued,
-                outcome: None,
-                unwritten: None,
-            },
-        );
+        self.enqueue(accepted);
     }
 
     /// The next queued evaluation, now running.
