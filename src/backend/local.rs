@@ -121,10 +121,11 @@ impl LocalBackend {
                 "a spec with pip packages or an install step must name its python version".into(),
             ));
         };
-        if !spec.sources.is_empty() || !spec.submodules.is_empty() {
+        if !spec.sources.is_empty() || !spec.submodules.is_empty() || !spec.git_sources.is_empty() {
             let names: Vec<&str> = spec
                 .sources
                 .keys()
+                .chain(spec.git_sources.keys())
                 .chain(spec.submodules.keys())
                 .map(String::as_str)
                 .collect();

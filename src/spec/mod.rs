@@ -74,6 +74,27 @@ pub struct SourceTree {
     pub commit: String,
 }
 
+/// A git repository that the build fetches by URL (a Cargo git
+/// dependency), served from a mirror: the history up to `commit` is put in
+/// the env image as a bare repository and git is told to fetch `url` from
+/// there, so the lock file stays as the repository wrote it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GitSource {
+    /// The URL exactly as the build asks for it (the lock file's spelling:
+    /// `https://github.com/salsa-rs/salsa.git`), rewritten whole.
+    pub url: String,
+    /// `owner/name`, found in `--mirror-dir`.
+    pub repo: String,
+    /// Full commit id the lock file pins.
+    pub commit: String,
+    /// The branch the dependency names (`?branch=main`), pointed at
+    /// `commit`; without one the served repository's only branch is
+    /// `patchgrade`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+}
+
 /// A file the instance image writes into the repository before
 /// `pre_install`, from `images/fixtures/<name>` (or a `fixtures/` folder
 /// beside a `--specs` file): what the reference writes from its own
@@ -141,6 +162,9 @@ fn fixture_text(spec_path: &Path, builtin: bool, name: &str) -> Result<String, S
 
 /// Where the env image keeps the spec's `sources`.
 pub const SOURCES_DIR: &str = "/opt/patchgrade/sources";
+/// Where the env image keeps the spec's `git_sources`, one bare repository
+/// each.
+pub const GIT_SOURCES_DIR: &str = "/opt/patchgrade/git";
 
 /// The environment and test recipe for one (repo, version).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -182,6 +206,10 @@ pub struct Spec {
     /// package registry (matplotlib's FreeType and Qhull tarballs).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sources: BTreeMap<String, SourceTree>,
+    /// Git repositories the build fetches (Cargo's git dependencies on
+    /// GitHub, not reachable here), served from mirrors: name -> source.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub git_sources: BTreeMap<String, GitSource>,
     /// Submodules filled from mirrors: path in the repository -> the
     /// `owner/name` whose mirror holds the commit the base tree records
     /// there (what a recursive clone, or a build's own `git submodule
@@ -293,29 +321,70 @@ impl Spec {
 
     /// What is wrong with the spec's `sources`, if anything.
     fn check_trees(&self) -> Result<(), String> {
+        fn plain(s: &str) -> bool {
+            !s.is_empty()
+                && s != "."
+                && s != ".."
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        }
+        fn owner_name(repo: &str) -> bool {
+            let parts: Vec<&str> = repo.split('/').collect();
+            parts.len() == 2 && parts.iter().all(|p| plain(p))
+        }
+        fn full_commit(c: &str) -> bool {
+            c.len() == 40 && c.chars().all(|c| c.is_ascii_hexdigit())
+        }
         for (name, src) in &self.sources {
-            let plain = |s: &str| {
-                !s.is_empty()
-                    && s != "."
-                    && s != ".."
-                    && s.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            };
             if !plain(name) {
                 return Err(format!("source name {name:?} is not a plain folder name"));
             }
-            let parts: Vec<&str> = src.repo.split('/').collect();
-            if parts.len() != 2 || !parts.iter().all(|p| plain(p)) {
+            if !owner_name(&src.repo) {
                 return Err(format!(
                     "source {name}: repo {:?} is not owner/name",
                     src.repo
                 ));
             }
-            if src.commit.len() != 40 || !src.commit.chars().all(|c| c.is_ascii_hexdigit()) {
+            if !full_commit(&src.commit) {
                 return Err(format!(
                     "source {name}: commit {:?} is not a full 40-digit commit id",
                     src.commit
                 ));
+            }
+        }
+        for (name, src) in &self.git_sources {
+            if !plain(name) {
+                return Err(format!(
+                    "git source name {name:?} is not a plain folder name"
+                ));
+            }
+            if !owner_name(&src.repo) {
+                return Err(format!(
+                    "git source {name}: repo {:?} is not owner/name",
+                    src.repo
+                ));
+            }
+            if !full_commit(&src.commit) {
+                return Err(format!(
+                    "git source {name}: commit {:?} is not a full 40-digit commit id",
+                    src.commit
+                ));
+            }
+            let scheme = ["https://", "http://", "git://", "ssh://"];
+            if !scheme.iter().any(|p| src.url.starts_with(p))
+                || src.url.contains(char::is_whitespace)
+            {
+                return Err(format!(
+                    "git source {name}: url {:?} is not an http(s), git or ssh URL",
+                    src.url
+                ));
+            }
+            if let Some(b) = &src.branch {
+                if !plain(b) {
+                    return Err(format!(
+                        "git source {name}: branch {b:?} is not a plain name"
+                    ));
+                }
             }
         }
         crate::conda::translate_packages(&self.conda_packages).map_err(|e| e.to_string())?;

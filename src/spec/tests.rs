@@ -208,6 +208,57 @@ fn sources_are_checked_when_read() {
 }
 
 #[test]
+fn git_sources_are_checked_when_read() {
+    let with = |src: &str| {
+        set(&format!(
+            "repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: cargo\n    git_sources:\n{src}"
+        ))
+    };
+    const C: &str = "a580ea56d4e5a889468b2969d2a1534379504ab6";
+    let ok = with(&format!(
+        "      reedline: {{url: \"https://github.com/nushell/reedline\", repo: nushell/reedline, commit: {C}, branch: main}}\n"
+    ))
+    .unwrap();
+    let spec = &ok.lookup("o/r", "1").unwrap().spec;
+    assert_eq!(spec.git_sources["reedline"].branch.as_deref(), Some("main"));
+    let h = spec.hash();
+    let other = with(&format!(
+        "      reedline: {{url: \"https://github.com/nushell/reedline\", repo: nushell/reedline, commit: {C}}}\n"
+    ))
+    .unwrap();
+    assert_ne!(
+        other.lookup("o/r", "1").unwrap().spec.hash(),
+        h,
+        "in the hash"
+    );
+    for (bad, says) in [
+        (
+            format!("      r: {{url: \"file:///x\", repo: a/b, commit: {C}}}\n"),
+            "URL",
+        ),
+        (
+            format!("      r: {{url: \"https://h/x\", repo: ab, commit: {C}}}\n"),
+            "owner/name",
+        ),
+        (
+            "      r: {url: \"https://h/x\", repo: a/b, commit: main}\n".to_string(),
+            "40-digit",
+        ),
+        (
+            format!("      r: {{url: \"https://h/x\", repo: a/b, commit: {C}, branch: \"a b\"}}\n"),
+            "branch",
+        ),
+        (
+            format!("      \"../r\": {{url: \"https://h/x\", repo: a/b, commit: {C}}}\n"),
+            "plain folder",
+        ),
+    ] {
+        let e = with(&bad).unwrap_err().to_string();
+        assert!(e.contains(says) && e.contains("\"1\""), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn submodule_paths_are_checked_when_read() {
     let with = |sub: &str| {
         set(&format!(

@@ -284,11 +284,41 @@ impl DockerBackend {
                     .map_err(|e| failed(e.to_string()))?;
                 sources.push((name.clone(), TreeSource { repo: mirror, tree }));
             }
+            let mut git = Vec::new();
+            for (name, src) in &spec.git_sources {
+                let failed = |e: String| {
+                    EnvError::Other(format!(
+                        "git source {name} ({} at {}, served for {}): {e}; put a clone named {} in --mirror-dir",
+                        src.repo,
+                        src.commit,
+                        src.url,
+                        src.repo.replace('/', "__")
+                    ))
+                };
+                let mirror = repos
+                    .ensure(&src.repo, &[&src.commit])
+                    .map_err(|e| failed(e.to_string()))?;
+                let r = git2::Repository::open_bare(&mirror).map_err(|e| failed(e.to_string()))?;
+                let commit = git2::Oid::from_str(&src.commit).map_err(|e| failed(e.to_string()))?;
+                let pack = super::gitsources::history_pack(&r, commit)
+                    .map_err(|e| failed(e.to_string()))?;
+                git.push(super::gitsources::GitPack {
+                    name: name.clone(),
+                    url: src.url.clone(),
+                    commit,
+                    branch: src
+                        .branch
+                        .clone()
+                        .unwrap_or_else(|| super::gitsources::DEFAULT_BRANCH.into()),
+                    pack,
+                });
+            }
             Ok(EnvInputs {
                 packages,
                 requirements,
                 environment,
                 sources,
+                git,
             })
         })
         .await
@@ -501,8 +531,9 @@ impl DockerBackend {
         for (name, data) in std::iter::once(("Dockerfile", plan.dockerfile.as_bytes())).chain(
             plan.files
                 .iter()
-                // Files sent into the tree (an instance's pack) are tree too.
-                .filter(|f| !f.path.starts_with("testbed/"))
+                // Files sent into the tree (an instance's pack) are tree too,
+                // and the git sources' packs are histories, not scripts.
+                .filter(|f| !f.path.starts_with("testbed/") && !f.path.starts_with("git/"))
                 .map(|f| (f.path.as_str(), f.data.as_slice())),
         ) {
             let p = dir.join(name);

@@ -31,6 +31,7 @@
 //! finds, pulls, bootstraps or builds them on the engine.
 
 pub mod build;
+pub mod gitsources;
 pub mod hostfiles;
 mod instance;
 pub(crate) mod lines;

@@ -275,6 +275,9 @@ pub struct EnvInputs {
     pub environment: Option<crate::backend::EnvFile>,
     /// `(name, tree)` per spec source, put at `SOURCES_DIR/<name>`.
     pub sources: Vec<(String, TreeSource)>,
+    /// The spec's git sources with their histories, served under
+    /// `GIT_SOURCES_DIR`.
+    pub git: Vec<super::gitsources::GitPack>,
 }
 
 /// The env setup script: the spec's packages into the venv (its apt
@@ -296,6 +299,10 @@ pub fn setup_env_script(
             "mkdir -p {parent}\nmv /root/patchgrade-env/sources {SOURCES_DIR}\n"
         ));
     }
+    s.push_str(&super::gitsources::setup_lines(
+        &inputs.git,
+        "/root/patchgrade-env",
+    ));
     if let Some(p) = python {
         s.push_str(&format!(
             "{VENV}/bin/python -c 'import sys; v = \"%d.%d\" % sys.version_info[:2]; sys.exit(0 if v == {v:?} else \"the venv has Python \" + v + \", the env wants {v}\")'\n",
@@ -433,6 +440,13 @@ pub fn env_plan_on(
     }
     if let Some(e) = &inputs.environment {
         files.push(ContextFile::new("environment.txt", e.requirements_text()));
+    }
+    for g in &inputs.git {
+        files.push(ContextFile::new(&g.context_path(), g.pack.as_slice()));
+    }
+    if !inputs.git.is_empty() {
+        dockerfile.push_str(super::gitsources::CARGO_GIT_CLI);
+        dockerfile.push('\n');
     }
     let trees: Vec<(String, TreeSource)> = inputs
         .sources

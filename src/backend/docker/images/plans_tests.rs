@@ -219,6 +219,7 @@ fn an_environment_file_and_sources_go_into_the_env_image() {
                 tree,
             },
         )],
+        git: Vec::new(),
     };
     let plan = env_plan(Suite::Bookworm, Some(&py), "py:1", &s, &inputs);
     let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
@@ -500,4 +501,42 @@ fn a_failing_install_list_stops_the_setup_script() {
     assert!(String::from_utf8_lossy(&ok.stdout).contains("built\nreached"));
     let s = spec("install: make bootstrap && make build\ntest_cmd: t\nlog_parser: jest\n");
     assert!(setup_repo_script(&s).contains("make bootstrap && make build\npatchgrade_rc=$?"));
+}
+
+/// A git source is sent as a pack, served by the setup script, and cargo is
+/// told to fetch with git's command line; another history, another tag.
+#[test]
+fn git_sources_are_packs_in_the_env_context() {
+    let s = spec("test_cmd: t\nlog_parser: cargo\ninstall: cargo fetch\n");
+    let pack = |bytes: &[u8]| crate::backend::docker::images::gitsources::GitPack {
+        name: "reedline".into(),
+        url: "https://github.com/nushell/reedline".into(),
+        commit: git2::Oid::from_str("a580ea56d4e5a889468b2969d2a1534379504ab6").unwrap(),
+        branch: "main".into(),
+        pack: bytes.to_vec(),
+    };
+    let with = |bytes: &[u8]| EnvInputs {
+        git: vec![pack(bytes)],
+        ..EnvInputs::default()
+    };
+    let plan = env_plan(Suite::Bookworm, None, "tc:1", &s, &with(b"PACK1"));
+    assert!(plan
+        .files
+        .iter()
+        .any(|f| f.path == "git/reedline.pack" && f.data == b"PACK1"));
+    assert!(plan
+        .dockerfile
+        .contains("ENV CARGO_NET_GIT_FETCH_WITH_CLI=true"));
+    let script = String::from_utf8_lossy(&plan.files[0].data).into_owned();
+    assert!(
+        script.contains("git init -q --bare '/opt/patchgrade/git/reedline'"),
+        "{script}"
+    );
+    assert!(script.contains(
+        "git config --system 'url.file:///opt/patchgrade/git/reedline.insteadOf' 'https://github.com/nushell/reedline'"
+    ), "{script}");
+    let other = env_plan(Suite::Bookworm, None, "tc:1", &s, &with(b"PACK2"));
+    assert_ne!(plan.name, other.name);
+    let none = env_plan(Suite::Bookworm, None, "tc:1", &s, &EnvInputs::default());
+    assert!(!none.dockerfile.contains("CARGO_NET_GIT_FETCH_WITH_CLI"));
 }
