@@ -12,6 +12,7 @@ and waits for all. A full queue (429) is retried after its Retry-After.
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 __all__ = ["Client", "Result", "PatchgradeError"]
@@ -104,6 +105,22 @@ class Client:
 
     def get(self, evaluation_id):
         return Result(self._request("GET", f"/v1/evaluations/{evaluation_id}"))
+
+    def list(self, state=None, page=1000):
+        """Every evaluation (in `state`: queued, running, finished, cancelled), oldest first, read a page at a time."""
+        after = None
+        while True:
+            q = {"limit": page}
+            if state:
+                q["state"] = state
+            if after:
+                q["after"] = after
+            out = self._request("GET", "/v1/evaluations?" + urllib.parse.urlencode(q))
+            for e in out["evaluations"]:
+                yield Result(e)
+            after = out.get("next")
+            if not after:
+                return
 
     def cancel(self, evaluation_id):
         return Result(self._request("DELETE", f"/v1/evaluations/{evaluation_id}"))

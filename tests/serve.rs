@@ -330,6 +330,35 @@ fn submit_wait_idempotency_cancel_and_the_folder_report_reads() {
 
     let all = srv.call("GET", "/v1/evaluations", None).body;
     assert_eq!(all["total"], 4, "{all}");
+    assert!(all["next"].is_null(), "one page: {all}");
+    // Pages: 3, then the one after; their ids in order are the whole list.
+    let ids = |page: &serde_json::Value| -> Vec<String> {
+        page["evaluations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let first = srv.call("GET", "/v1/evaluations?limit=3", None).body;
+    let next = first["next"].as_str().expect("a next page").to_string();
+    assert_eq!(
+        (ids(&first).len(), first["total"].as_u64()),
+        (3, Some(4)),
+        "{first}"
+    );
+    let second = srv
+        .call(
+            "GET",
+            &format!("/v1/evaluations?limit=3&after={next}"),
+            None,
+        )
+        .body;
+    assert!(second["next"].is_null(), "{second}");
+    assert_eq!([ids(&first), ids(&second)].concat(), ids(&all));
+    let c = srv.call("GET", "/v1/evaluations?after=nosuch", None);
+    assert_eq!(c.status, 400, "{}", c.body);
+    assert!(c.error().contains("nosuch"), "{}", c.body);
     let finished = srv.call("GET", "/v1/evaluations?state=finished", None).body;
     assert_eq!(finished["total"], 2, "{finished}");
     let metrics = srv.call("GET", "/metrics", None).body;
@@ -578,6 +607,9 @@ assert not bad.resolved and bad.outcome == "rejected" and "no diff" in bad.error
 many = c.grade_many([("s-gold", gold), ("s-over", over)])
 assert [m.state for m in many] == ["finished", "finished"], [m.data for m in many]
 assert many[0].id == r.id
+listed = [e.id for e in c.list(page=1)]
+assert bad.id is None and listed == [r.id, many[1].id], listed
+assert [e.id for e in c.list(state="finished", page=2)] == listed, listed
 try:
     Client({url:?}).submit("s-gold", gold)
     raise SystemExit("no token: accepted")

@@ -251,8 +251,19 @@ async fn list(State(svc): State<Svc>, Query(q): Query<HashMap<String, String>>) 
         Some(Ok(l)) => l,
         Some(Err(_)) => return error(StatusCode::BAD_REQUEST, "limit must be a whole number"),
     };
-    let (items, total) = svc.list(state, limit);
-    Json(json!({ "total": total, "evaluations": items })).into_response()
+    let after = q.get("after").map(String::as_str);
+    match svc.list(state, limit, after) {
+        Some((items, total, next)) => {
+            Json(json!({ "total": total, "evaluations": items, "next": next })).into_response()
+        }
+        None => error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "after {:?} is no evaluation of this service",
+                after.unwrap_or_default()
+            ),
+        ),
+    }
 }
 
 async fn metrics(State(svc): State<Svc>) -> Response {

@@ -382,7 +382,17 @@ impl Service {
     /// Every evaluation, oldest first, of one state or all; at most
     /// `limit`. Queued and running ones are the board's; the others are
     /// read from the run folder (a scan of `.serve/accepted`).
-    pub fn list(&self, state: Option<State>, limit: usize) -> (Vec<Status>, usize) {
+    /// The evaluations in `state` (all without), oldest first: at most
+    /// `limit` of them after the one with id `after` (from the start
+    /// without), the number in `state`, and the id to pass as `after` for
+    /// the next page when more follow. An `after` that names no evaluation
+    /// is None.
+    pub fn list(
+        &self,
+        state: Option<State>,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Option<(Vec<Status>, usize, Option<String>)> {
         let mut entries: Vec<(Entry, Option<usize>)> = {
             let b = self.board();
             b.list(state)
@@ -410,12 +420,31 @@ impl Service {
             (a.accepted.accepted_at, &a.accepted.id).cmp(&(b.accepted.accepted_at, &b.accepted.id))
         });
         let total = entries.len();
-        let items = entries
+        let start = match after {
+            None => 0,
+            // The cursor's own place, even when it is in another state now:
+            // its acceptance time and id order it among these.
+            Some(id) => {
+                let (cursor, _) = self.entry(id)?;
+                let key = (cursor.accepted.accepted_at, cursor.accepted.id.clone());
+                entries.partition_point(|(e, _)| {
+                    (e.accepted.accepted_at, e.accepted.id.clone()) <= key
+                })
+            }
+        };
+        let more = entries.len() > start.saturating_add(limit);
+        let items: Vec<Status> = entries
             .into_iter()
+            .skip(start)
             .take(limit)
             .map(|(e, pos)| self.status_of(e, pos, false))
             .collect();
-        (items, total)
+        let next = if more {
+            items.last().map(|s| s.id.clone())
+        } else {
+            None
+        };
+        Some((items, total, next))
     }
 
     /// Wait (at most `timeout`) until the evaluation ends.
