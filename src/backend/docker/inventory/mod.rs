@@ -1,0 +1,256 @@
+//! What the engine holds of patchgrade's images, by kind and repository
+//! (`patchgrade images`), what a cold run of a dataset would still have to
+//! build ([`estimate`], from the build logs of earlier runs: [`builds`]),
+//! and eviction by the cache's rule on request ([`engine`]).
+//!
+//! Disk is measured as the image cache measures it ([`cache::own_sizes`]):
+//! each image counts what it adds over the largest patchgrade image whose
+//! layers are a prefix of its own, so a parent's layers count once however
+//! many images are built on it. Two limits, said in the output: layers
+//! shared by siblings without a common parent image (env images that share
+//! an apt layer through the build cache) count once per image, and a root
+//! image counts the Debian image it came from.
+//!
+//! Everything here but [`engine`] is plain code.
+
+pub mod builds;
+pub mod engine;
+pub mod estimate;
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::cache::{self, Entry};
+use super::images::{name_part, Tier};
+
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    #[error(transparent)]
+    Docker(#[from] super::DockerError),
+    #[error(transparent)]
+    Cache(#[from] cache::CacheError),
+    #[error("{path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("a run of the cache folder {cache} is going (it holds {lock}): eviction is left to the last run to end")]
+    Leased {
+        cache: std::path::PathBuf,
+        lock: std::path::PathBuf,
+    },
+}
+
+/// What an image is, finer than its [`Tier`]: the name prefixes of
+/// `images::plans`, `images::python` and `images::toolchain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Root,
+    Base,
+    Python,
+    Toolchain,
+    Env,
+    Snapshot,
+    Instance,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Root => "root",
+            Kind::Base => "base",
+            Kind::Python => "python",
+            Kind::Toolchain => "toolchain",
+            Kind::Env => "env",
+            Kind::Snapshot => "snapshot",
+            Kind::Instance => "instance",
+        }
+    }
+
+    /// The tier it is kept and removed with (`--cache-level`).
+    pub fn tier(self) -> Tier {
+        match self {
+            Kind::Root | Kind::Base | Kind::Python | Kind::Toolchain => Tier::Base,
+            Kind::Env | Kind::Snapshot => Tier::Env,
+            Kind::Instance => Tier::Instance,
+        }
+    }
+
+    /// The kind of an image by its name (`repository:tag`, a registry
+    /// prefix ignored), and the rest of its repository after the kind's
+    /// prefix; None for images that are not patchgrade's.
+    pub fn of(name: &str) -> Option<(Kind, &str)> {
+        let last = name.rsplit('/').next().unwrap_or(name);
+        let repository = last.split_once(':').map_or(last, |(r, _)| r);
+        let rest = repository.strip_prefix("patchgrade.")?;
+        let (prefix, rest) = rest.split_once('.')?;
+        let kind = match prefix {
+            "root" => Kind::Root,
+            // `base.py.<arch>.<suite>` is the base; `base.py3.8.…` the
+            // python image on it (`images::python::python_image_name`).
+            "base" if rest.starts_with("py.") => Kind::Base,
+            "base" => Kind::Python,
+            "tool" => Kind::Toolchain,
+            "env" => Kind::Env,
+            "snap" => Kind::Snapshot,
+            "eval" => Kind::Instance,
+            _ => return None,
+        };
+        Some((kind, rest))
+    }
+}
+
+/// The repository key (`owner__name`, as image names spell it) an image
+/// belongs to: snapshots and instances have one, the shared tiers none.
+/// An instance's comes from `ids` (`name_part(instance id)` to the repo's
+/// key, from a dataset) when known, else from its id: SWE-bench's ids are
+/// `<owner>__<name>-<number>`.
+pub fn repo_of(kind: Kind, rest: &str, ids: &HashMap<String, String>) -> Option<String> {
+    // `rest` is `<arch>.<what>`: the arch has no dot.
+    let what = rest.split_once('.').map_or(rest, |(_, w)| w);
+    match kind {
+        Kind::Snapshot => Some(what.to_string()),
+        Kind::Instance => Some(ids.get(what).cloned().unwrap_or_else(
+            || match what.rsplit_once('-') {
+                Some((repo, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                    repo.to_string()
+                }
+                _ => what.to_string(),
+            },
+        )),
+        _ => None,
+    }
+}
+
+/// A dataset's repository (`owner/name`) as image names spell it.
+pub fn repo_key(repo: &str) -> String {
+    name_part(&repo.replace('/', "__"))
+}
+
+/// The repository (before the tag) of an image name.
+pub fn repository(name: &str) -> &str {
+    match name.rsplit_once(':') {
+        // A registry port has a `/` after it; a tag never does.
+        Some((r, tag)) if !tag.contains('/') => r,
+        _ => name,
+    }
+}
+
+/// One patchgrade image the engine holds (one name: an id with two tags
+/// is two of these, the second adding nothing).
+#[derive(Debug, Clone, Serialize)]
+pub struct Held {
+    pub name: String,
+    pub id: String,
+    pub kind: Kind,
+    /// `owner__name`; None for the shared tiers.
+    pub repo: Option<String>,
+    /// Its whole size, parents included, bytes.
+    pub size: u64,
+    /// What it adds over its nearest patchgrade parent, bytes.
+    pub own: u64,
+    /// A container (running or not) was made from it: never evicted.
+    pub in_use: bool,
+    #[serde(skip)]
+    pub layers: Vec<String>,
+}
+
+/// An image as the engine lists it, before sizes are shared out.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub name: String,
+    pub id: String,
+    pub size: u64,
+    pub layers: Vec<String>,
+    pub in_use: bool,
+}
+
+/// The patchgrade images of `listed`, with their own sizes.
+pub fn held(listed: Vec<Listed>, ids: &HashMap<String, String>) -> Vec<Held> {
+    let ours: Vec<(Listed, Kind, Option<String>)> = listed
+        .into_iter()
+        .filter_map(|l| {
+            let (kind, rest) = Kind::of(&l.name)?;
+            let repo = repo_of(kind, rest, ids);
+            Some((l, kind, repo))
+        })
+        .collect();
+    let entries: BTreeMap<String, Entry> = ours
+        .iter()
+        .map(|(l, _, _)| {
+            let e = Entry {
+                id: l.id.clone(),
+                last_used: 0,
+                layers: l.layers.clone(),
+                size: l.size,
+            };
+            (l.name.clone(), e)
+        })
+        .collect();
+    let own = cache::own_sizes(&entries);
+    let mut out: Vec<Held> = ours
+        .into_iter()
+        .map(|(l, kind, repo)| Held {
+            own: own.get(&l.name).copied().unwrap_or(0),
+            name: l.name,
+            id: l.id,
+            kind,
+            repo,
+            size: l.size,
+            in_use: l.in_use,
+            layers: l.layers,
+        })
+        .collect();
+    out.sort_by(|a, b| (a.kind, &a.repo, &a.name).cmp(&(b.kind, &b.repo, &b.name)));
+    out
+}
+
+/// The images of one kind and repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Group {
+    pub kind: Kind,
+    pub tier: &'static str,
+    /// None: the shared tiers.
+    pub repo: Option<String>,
+    pub images: usize,
+    /// The sum of their own sizes, bytes.
+    pub bytes: u64,
+    pub in_use: usize,
+}
+
+/// `held` per kind and repository, lowest kind first.
+pub fn groups(held: &[Held]) -> Vec<Group> {
+    let mut map: BTreeMap<(Kind, Option<String>), Group> = BTreeMap::new();
+    for h in held {
+        let g = map
+            .entry((h.kind, h.repo.clone()))
+            .or_insert_with(|| Group {
+                kind: h.kind,
+                tier: h.kind.tier().name(),
+                repo: h.repo.clone(),
+                images: 0,
+                bytes: 0,
+                in_use: 0,
+            });
+        g.images += 1;
+        g.bytes += h.own;
+        g.in_use += usize::from(h.in_use);
+    }
+    map.into_values().collect()
+}
+
+/// Per kind: images and bytes.
+pub fn by_kind(groups: &[Group]) -> BTreeMap<Kind, (usize, u64)> {
+    let mut out: BTreeMap<Kind, (usize, u64)> = BTreeMap::new();
+    for g in groups {
+        let e = out.entry(g.kind).or_default();
+        e.0 += g.images;
+        e.1 += g.bytes;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
