@@ -15,7 +15,7 @@ use patchgrade::backend::docker::cache::human;
 use patchgrade::backend::docker::inventory::builds::Builds;
 use patchgrade::backend::docker::inventory::engine::{self, EvictionPlan, Removal};
 use patchgrade::backend::docker::inventory::estimate::{
-    estimate, instance_names, unknown_repos, ColdPlan, RepoPlan, Wanted,
+    estimate, instance_names, unknown_repos, Basis, ColdPlan, RepoPlan, Wanted,
 };
 use patchgrade::backend::docker::inventory::{by_kind, groups, Group, Held, Kind};
 use patchgrade::backend::docker::{daemon, parse_size};
@@ -239,12 +239,22 @@ fn cold_table(plan: &ColdPlan, dataset: &str, logs: &str) -> String {
             .collect();
         out.push_str(&format!("  parents to build: {}\n", per.join(", ")));
     }
-    let unknown: Vec<String> = unknown_repos(plan).into_iter().map(String::from).collect();
-    if !unknown.is_empty() {
-        out.push_str(&format!(
-            "  unknown: no build recorded under {logs} for {}\n",
-            list(&unknown, 10)
-        ));
+    let unknown = unknown_repos(plan);
+    for (basis, what) in [
+        (Basis::Unknown, "no build recorded"),
+        (Basis::Failed, "only failed builds recorded"),
+    ] {
+        let repos: Vec<String> = unknown
+            .iter()
+            .filter(|(_, b)| **b == basis)
+            .map(|(r, _)| r.to_string())
+            .collect();
+        if !repos.is_empty() {
+            out.push_str(&format!(
+                "  unknown: {what} under {logs} for {}\n",
+                list(&repos, 12)
+            ));
+        }
     }
     out.push_str(&format!(
         "  from the build logs under {logs} (each image's last build) and the cache's durations.json; \

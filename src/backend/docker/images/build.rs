@@ -579,11 +579,14 @@ impl DockerBackend {
             Ok(())
         })
         .await;
+        // `patchgrade images` reads it back for its estimates.
         let _ = writeln!(
             log,
-            "\n# patchgrade: build of {} took {:.1}s",
-            plan.name,
-            started.elapsed().as_secs_f64()
+            "\n{}",
+            crate::backend::docker::inventory::builds::took_line(
+                &plan.name,
+                started.elapsed().as_secs_f64()
+            )
         );
         drop(stream);
         // A context that could not be made (a blob missing from the

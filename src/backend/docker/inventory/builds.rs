@@ -97,6 +97,18 @@ impl Builds {
         latest.into_values().collect()
     }
 
+    /// How many failed builds of `repo`'s instance images are recorded.
+    pub fn failed_instances_of(&self, repo: &str) -> usize {
+        self.by_name
+            .values()
+            .filter(|b| b.kind == Kind::Instance && b.failed)
+            .filter_map(|b| Kind::of(&b.name))
+            .filter(|(_, rest)| {
+                super::repo_of(Kind::Instance, rest, &Default::default()).as_deref() == Some(repo)
+            })
+            .count()
+    }
+
     /// The latest successful build of an image of this repository.
     pub fn latest_of_repository(&self, repository: &str) -> Option<&Build> {
         self.by_name
@@ -132,6 +144,12 @@ fn read_one(dir: &Path) -> Option<Build> {
     })
 }
 
+/// The last line of a build log (`images::build` writes it, [`took`]
+/// reads it back).
+pub fn took_line(name: &str, seconds: f64) -> String {
+    format!("# patchgrade: build of {name} took {seconds:.1}s")
+}
+
 /// `# patchgrade: build of <name> took <s>s` to its name and seconds.
 pub fn took(line: &str) -> Option<(String, f64)> {
     let rest = line.trim().strip_prefix("# patchgrade: build of ")?;
@@ -164,6 +182,7 @@ mod tests {
             Some(("patchgrade.eval.x86_64.a__b-1:abc".to_string(), 4.4))
         );
         assert_eq!(took("Step 1/3 : FROM x"), None);
+        assert_eq!(took(&took_line("a:b", 2.5)), Some(("a:b".to_string(), 2.5)));
         let d = "# comment\nFROM --platform=linux/amd64 patchgrade.env.py.x86_64.bookworm:e\nRUN x\nFROM other\n";
         assert_eq!(
             from_line(d).as_deref(),
@@ -224,6 +243,7 @@ mod tests {
             .map(|b| b.name.as_str())
             .collect();
         assert_eq!(of, vec![ok]);
+        assert_eq!(b.failed_instances_of("acme__w"), 1);
         assert!(Builds::read(&t.path().join("none"))
             .unwrap()
             .by_name

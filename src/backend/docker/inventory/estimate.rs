@@ -38,6 +38,8 @@ pub enum Basis {
     Own,
     /// The mean of the latest builds of its repository's other instances.
     Repository,
+    /// Its repository's recorded builds all failed: no time to go by.
+    Failed,
     /// Nothing recorded for its repository.
     Unknown,
 }
@@ -162,6 +164,7 @@ pub fn estimate(
                 Basis::Repository,
                 Some(siblings.iter().map(|b| b.seconds).sum::<f64>() / siblings.len() as f64),
             ),
+            None if builds.failed_instances_of(&repo) > 0 => (Basis::Failed, None),
             None => (Basis::Unknown, None),
         };
         let sizes: Vec<u64> = held
@@ -258,19 +261,19 @@ pub fn estimate(
     }
 }
 
-/// The repositories with nothing recorded at all (every cold instance
-/// unknown), for the output's note.
-pub fn unknown_repos(plan: &ColdPlan) -> BTreeSet<&str> {
+/// The repositories with no successful build recorded (each with
+/// [`Basis::Unknown`] or [`Basis::Failed`]), for the output's note.
+pub fn unknown_repos(plan: &ColdPlan) -> BTreeMap<&str, Basis> {
     let known: BTreeSet<&str> = plan
         .instances
         .iter()
-        .filter(|i| i.basis != Basis::Unknown)
+        .filter(|i| !matches!(i.basis, Basis::Unknown | Basis::Failed))
         .map(|i| i.repo.as_str())
         .collect();
     plan.instances
         .iter()
-        .map(|i| i.repo.as_str())
-        .filter(|r| !known.contains(r))
+        .filter(|i| !known.contains(i.repo.as_str()))
+        .map(|i| (i.repo.as_str(), i.basis))
         .collect()
 }
 
