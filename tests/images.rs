@@ -302,7 +302,7 @@ fn images_lists_estimates_and_evicts_only_its_cache_folders_images() {
     assert_eq!(plan["waves"], json!([[i1.as_str()]]), "{err}");
     assert_eq!(plan["in_use"], 1);
     assert_eq!(plan["indexed"], 4);
-    assert!(err.contains(&format!("would remove 1 images")), "{err}");
+    assert!(err.contains("would remove 1 images"), "{err}");
     assert!(present(&i1), "a dry run removes nothing");
 
     // A run of this cache folder is going: eviction is refused.

@@ -96,6 +96,13 @@ fn warm_cold_recorded_and_unknown() {
     assert_eq!(plan.total.cold, 3);
     assert_eq!(
         unknown_repos(&plan).into_iter().collect::<Vec<_>>(),
-        ["other__x"]
+        [("other__x", Basis::Unknown)]
     );
+    // Only a failed build recorded: said, still no number.
+    let mut failed = build(&format!("patchgrade.eval.{a}.other__x-1:f"), None, 2.0, 1);
+    failed.failed = true;
+    b.insert(failed);
+    let plan = estimate(&wanted[3..], &h, &b, tests);
+    assert_eq!(plan.instances[0].basis, Basis::Failed);
+    assert_eq!(plan.instances[0].seconds, None);
 }
