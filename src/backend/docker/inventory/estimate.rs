@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::super::images::{arch, name_part};
+use super::super::images::name_part;
+use super::super::images::plans::instance_repository;
 use super::builds::Builds;
 use super::{repo_key, repository, Held, Kind};
 
@@ -141,7 +142,7 @@ pub fn estimate(
             Some(s) => row.tests_seconds += s,
             None => row.unknown_tests += 1,
         }
-        let own_repository = format!("patchgrade.eval.{}.{}", arch(), name_part(&w.id));
+        let own_repository = instance_repository(&w.id);
         if let Some(h) = by_repository.get(own_repository.as_str()) {
             row.warm += 1;
             instances.push(InstanceNeed {
