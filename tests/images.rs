@@ -238,13 +238,17 @@ fn images_lists_estimates_and_evicts_only_its_cache_folders_images() {
     );
     assert!((mib..mib + mib / 4).contains(&own(&i2)), "{}", own(&i2));
     assert!((mib..mib + mib / 4).contains(&own(&env)), "{}", own(&env));
+    // The env and root serve this repository's images alone.
+    for name in [&env, &root] {
+        let h = held.iter().find(|h| h["name"] == name.as_str()).unwrap();
+        assert_eq!(h["repo"], repo.as_str(), "{h}");
+    }
     let group = v["groups"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|g| g["repo"] == repo.as_str())
+        .find(|g| g["repo"] == repo.as_str() && g["kind"] == "instance")
         .unwrap_or_else(|| panic!("no group of {repo}: {err}"));
-    assert_eq!(group["kind"], "instance");
     assert_eq!(group["images"], 2);
     assert_eq!(group["bytes"].as_u64(), Some(own(&i1) + own(&i2)));
     assert!(

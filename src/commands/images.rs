@@ -179,7 +179,11 @@ fn holdings_table(held: &[Held], groups: &[Group]) -> String {
         rows.push(vec![
             g.tier.to_string(),
             g.kind.name().to_string(),
-            g.repo.clone().unwrap_or_else(|| "(shared)".into()),
+            match (&g.repo, g.serves) {
+                (Some(r), _) => r.clone(),
+                (None, true) => "(shared)".into(),
+                (None, false) => "(nothing held on it)".into(),
+            },
             g.images.to_string(),
             human(g.bytes),
             g.in_use.to_string(),

@@ -17,7 +17,7 @@ pub mod builds;
 pub mod engine;
 pub mod estimate;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
@@ -86,8 +86,12 @@ pub struct Held {
     pub name: String,
     pub id: String,
     pub kind: Kind,
-    /// `owner__name`; None for the shared tiers.
+    /// `owner__name`: a snapshot's or instance's own; for the other kinds,
+    /// the one repository whose images are built on it. None: several, or
+    /// none (see `serves`).
     pub repo: Option<String>,
+    /// How many repositories' images are built on it (or are it).
+    pub serves: usize,
     /// Its whole size, parents included, bytes.
     pub size: u64,
     /// What it adds over its nearest patchgrade parent, bytes.
@@ -142,8 +146,28 @@ pub fn held(listed: Vec<Listed>, ids: &HashMap<String, String>) -> Vec<Held> {
             size: l.size,
             in_use: l.in_use,
             layers: l.layers,
+            serves: 0,
         })
         .collect();
+    // A shared tier's image belongs to the one repository whose images are
+    // built on it, if one: most env images are one repository's.
+    let serves: Vec<BTreeSet<String>> = out
+        .iter()
+        .map(|h| match &h.repo {
+            Some(r) => BTreeSet::from([r.clone()]),
+            None => out
+                .iter()
+                .filter(|c| c.layers.len() > h.layers.len() && c.layers.starts_with(&h.layers))
+                .filter_map(|c| c.repo.clone())
+                .collect(),
+        })
+        .collect();
+    for (h, repos) in out.iter_mut().zip(serves) {
+        h.serves = repos.len();
+        if h.repo.is_none() && repos.len() == 1 {
+            h.repo = repos.into_iter().next();
+        }
+    }
     out.sort_by(|a, b| (a.kind, &a.repo, &a.name).cmp(&(b.kind, &b.repo, &b.name)));
     out
 }
@@ -153,8 +177,11 @@ pub fn held(listed: Vec<Listed>, ids: &HashMap<String, String>) -> Vec<Held> {
 pub struct Group {
     pub kind: Kind,
     pub tier: &'static str,
-    /// None: the shared tiers.
+    /// None: images of the shared tiers that several repositories' images
+    /// are built on (`serves` > 0), or none (`serves` 0: nothing held is
+    /// built on them).
     pub repo: Option<String>,
+    pub serves: bool,
     pub images: usize,
     /// The sum of their own sizes, bytes.
     pub bytes: u64,
@@ -163,14 +190,16 @@ pub struct Group {
 
 /// `held` per kind and repository, lowest kind first.
 pub fn groups(held: &[Held]) -> Vec<Group> {
-    let mut map: BTreeMap<(Kind, Option<String>), Group> = BTreeMap::new();
+    let mut map: BTreeMap<(Kind, Option<String>, bool), Group> = BTreeMap::new();
     for h in held {
+        let serves = h.serves > 0;
         let g = map
-            .entry((h.kind, h.repo.clone()))
+            .entry((h.kind, h.repo.clone(), serves))
             .or_insert_with(|| Group {
                 kind: h.kind,
                 tier: h.kind.tier().name(),
                 repo: h.repo.clone(),
+                serves,
                 images: 0,
                 bytes: 0,
                 in_use: 0,

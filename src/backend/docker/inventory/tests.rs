@@ -110,19 +110,51 @@ fn groups_count_shared_layers_once() {
                 false,
             ),
             listed("debian:bookworm-slim", "9", &["r"], 100, false),
+            // Another repository's instance straight on the base, and an
+            // env nothing is built on.
+            listed(
+                &format!("patchgrade.eval.{a}.other__x-1:t"),
+                "5",
+                &["r", "x"],
+                105,
+                false,
+            ),
+            listed(
+                &format!("patchgrade.env.py3.6.{a}.bookworm:u"),
+                "6",
+                &["r", "u"],
+                130,
+                false,
+            ),
         ],
         &HashMap::new(),
     );
-    assert_eq!(h.len(), 5, "not ours: not listed");
+    assert_eq!(h.len(), 7, "not ours: not listed");
+    let of = |n: &str| h.iter().find(|h| h.name.starts_with(n)).unwrap();
+    // The env serves acme__w alone; the base both repositories.
+    assert_eq!(of(&env).repo.as_deref(), Some("acme__w"));
+    assert_eq!(
+        (
+            of("patchgrade.base").repo.as_deref(),
+            of("patchgrade.base").serves
+        ),
+        (None, 2)
+    );
+    assert_eq!(of("patchgrade.env.py3.6").serves, 0);
     let g = groups(&h);
     let inst = g.iter().find(|g| g.kind == Kind::Instance).unwrap();
     assert_eq!(
         (inst.repo.as_deref(), inst.images, inst.bytes, inst.in_use),
         (Some("acme__w"), 2, 30, 1)
     );
-    let envs = g.iter().find(|g| g.kind == Kind::Env).unwrap();
-    assert_eq!((envs.images, envs.bytes, envs.tier), (2, 50, "env"));
+    let envs = g.iter().find(|g| g.kind == Kind::Env && g.serves).unwrap();
+    assert_eq!(
+        (envs.repo.as_deref(), envs.images, envs.bytes, envs.tier),
+        (Some("acme__w"), 2, 50, "env")
+    );
+    let idle = g.iter().find(|g| g.kind == Kind::Env && !g.serves).unwrap();
+    assert_eq!((idle.repo.as_deref(), idle.bytes), (None, 30));
     let total: u64 = g.iter().map(|g| g.bytes).sum();
-    assert_eq!(total, 100 + 50 + 10 + 20);
+    assert_eq!(total, 100 + 50 + 10 + 20 + 5 + 30);
     assert_eq!(by_kind(&g)[&Kind::Base], (1, 100));
 }
