@@ -280,6 +280,35 @@ fn images_lists_estimates_and_evicts_only_its_cache_folders_images() {
         "{err}"
     );
 
+    // From an empty engine: the held instances are built too (no log of
+    // theirs: the repository's mean), and the env and root under them.
+    let (v, err, code) = images_json(&sb, &["--from-empty"]);
+    assert_eq!(code, Some(exit::OK), "{err}");
+    let cold = &v["cold_run"];
+    let basis: Vec<&str> = cold["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["basis"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        basis,
+        ["repository", "repository", "own", "unknown"],
+        "{cold}"
+    );
+    let parents: Vec<&str> = cold["parents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        parents,
+        [root.as_str(), env.as_str(), snap.as_str()],
+        "{cold}"
+    );
+    assert_eq!(cold["parents"][1]["bytes"].as_u64(), Some(own(&env)));
+
     // The cache folder's index: this test's images, 1 the least recently
     // used. Instance 2 gets a container: it, and so its env and root, stay.
     let entries: serde_json::Map<String, Value> = [(&root, 1), (&env, 1), (&i1, 2), (&i2, 3)]

@@ -124,6 +124,10 @@ pub struct ImagesArgs {
         requires = "dataset"
     )]
     pub instance_ids: Vec<String>,
+    /// With --dataset: estimate from an empty engine (every image built, as
+    /// on a first run), not from what the engine holds now.
+    #[arg(long, requires = "dataset")]
+    pub from_empty: bool,
     /// Cache folder: its image index (what --evict may remove) and test
     /// durations.
     #[arg(long, value_name = "DIR", env = "PATCHGRADE_CACHE")]

@@ -15,7 +15,7 @@ use patchgrade::backend::docker::cache::human;
 use patchgrade::backend::docker::inventory::builds::Builds;
 use patchgrade::backend::docker::inventory::engine::{self, EvictionPlan, Removal};
 use patchgrade::backend::docker::inventory::estimate::{
-    estimate, instance_names, unknown_repos, Basis, ColdPlan, RepoPlan, Wanted,
+    estimate, instance_names, unknown_repos, Basis, ColdPlan, RepoPlan, Start, Wanted,
 };
 use patchgrade::backend::docker::inventory::{by_kind, groups, Group, Held, Kind};
 use patchgrade::backend::docker::{daemon, parse_size};
@@ -90,7 +90,12 @@ pub async fn images(args: ImagesArgs) -> Result<(), ExpectedError> {
             let builds = Builds::read(&logs).map_err(ExpectedError::infra)?;
             let durations_path = cache_dir.join("durations.json");
             let durations = Durations::load(&durations_path).map_err(ExpectedError::bad)?;
-            let plan = estimate(w, &held, &builds, |id| durations.get(id));
+            let start = if args.from_empty {
+                Start::Empty
+            } else {
+                Start::Engine
+            };
+            let plan = estimate(w, start, &held, &builds, |id| durations.get(id));
             let source = args.dataset.as_deref().unwrap_or("dataset".as_ref());
             eprint!(
                 "{}",
@@ -202,8 +207,12 @@ fn holdings_table(held: &[Held], groups: &[Group]) -> String {
 /// The cold run's estimate: one line per repository, then the total.
 fn cold_table(plan: &ColdPlan, dataset: &str, logs: &str) -> String {
     let t = &plan.total;
+    let from = match plan.start {
+        Start::Engine => "the engine lacks",
+        Start::Empty => "to build (from an empty engine)",
+    };
     let mut out = format!(
-        "\ncold run of {dataset}: {} instances, {} warm, {} to build, and {} parent images the engine lacks\n",
+        "\ncold run of {dataset}: {} instances, {} warm, {} to build, and {} parent images {from}\n",
         t.instances, t.warm, t.cold, t.parents
     );
     let mut rows = vec![cells(&[
@@ -233,12 +242,12 @@ fn cold_table(plan: &ColdPlan, dataset: &str, logs: &str) -> String {
         let per: Vec<String> = parents
             .iter()
             .map(|(k, (n, s, u))| {
-                let unknown = if *u > 0 {
-                    format!(", {u} unknown")
-                } else {
-                    String::new()
+                let time = match *u {
+                    0 => seconds(*s),
+                    u if u == *n => "unknown".to_string(),
+                    u => format!("{}, {u} unknown", seconds(*s)),
                 };
-                format!("{n} {} ({}{unknown})", k.name(), seconds(*s))
+                format!("{n} {} ({time})", k.name())
             })
             .collect();
         out.push_str(&format!("  parents to build: {}\n", per.join(", ")));

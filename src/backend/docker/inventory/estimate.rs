@@ -97,6 +97,7 @@ pub struct RepoPlan {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ColdPlan {
+    pub start: Start,
     pub instances: Vec<InstanceNeed>,
     pub parents: Vec<ParentNeed>,
     pub repos: Vec<RepoPlan>,
@@ -113,15 +114,30 @@ pub fn instance_names(wanted: &[Wanted]) -> HashMap<String, String> {
         .collect()
 }
 
-/// The plan for `wanted` against what the engine holds and the builds
-/// recorded; `tests` gives an instance's last test seconds.
+/// What a run starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Start {
+    /// The engine as it is: its images are warm.
+    Engine,
+    /// An empty engine (the cold start): everything is built; the
+    /// engine's images still give the sizes.
+    Empty,
+}
+
+/// The plan for `wanted` from `start`, with the engine holding `held` and
+/// the builds recorded; `tests` gives an instance's last test seconds.
 pub fn estimate(
     wanted: &[Wanted],
+    start: Start,
     held: &[Held],
     builds: &Builds,
     tests: impl Fn(&str) -> Option<f64>,
 ) -> ColdPlan {
-    let names: HashSet<&str> = held.iter().map(|h| h.name.as_str()).collect();
+    let names: HashSet<&str> = match start {
+        Start::Engine => held.iter().map(|h| h.name.as_str()).collect(),
+        Start::Empty => HashSet::new(),
+    };
     let by_repository: BTreeMap<&str, &Held> =
         held.iter().map(|h| (repository(&h.name), h)).collect();
     let mut instances = Vec::new();
@@ -143,7 +159,11 @@ pub fn estimate(
             None => row.unknown_tests += 1,
         }
         let own_repository = instance_repository(&w.id);
-        if let Some(h) = by_repository.get(own_repository.as_str()) {
+        let warm = match start {
+            Start::Engine => by_repository.get(own_repository.as_str()),
+            Start::Empty => None,
+        };
+        if let Some(h) = warm {
             row.warm += 1;
             instances.push(InstanceNeed {
                 id: w.id.clone(),
@@ -197,7 +217,11 @@ pub fn estimate(
                 break;
             }
             let recorded = builds.by_name.get(&p);
-            next = recorded.and_then(|b| b.parent.clone());
+            // Built under another log root: the engine's layers still say
+            // what it is built on.
+            next = recorded
+                .and_then(|b| b.parent.clone())
+                .or_else(|| held_parent(held, &p));
             if parents.contains_key(&p) {
                 // Its chain was walked for an earlier instance.
                 break;
@@ -255,11 +279,22 @@ pub fn estimate(
     let mut parents: Vec<ParentNeed> = parents.into_values().collect();
     parents.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     ColdPlan {
+        start,
         instances,
         parents,
         repos,
         total,
     }
+}
+
+/// The held image `name` is built on: the one with the most layers that
+/// are a proper prefix of its own.
+fn held_parent(held: &[Held], name: &str) -> Option<String> {
+    let me = held.iter().find(|h| h.name == name)?;
+    held.iter()
+        .filter(|p| p.layers.len() < me.layers.len() && me.layers.starts_with(&p.layers))
+        .max_by_key(|p| p.layers.len())
+        .map(|p| p.name.clone())
 }
 
 /// The repositories with no successful build recorded (each with

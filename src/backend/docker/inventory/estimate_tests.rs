@@ -66,7 +66,7 @@ fn warm_cold_recorded_and_unknown() {
         want("other__x-1", "other/x"),
     ];
     let tests = |id: &str| (id == "acme__w-2").then_some(3.5);
-    let plan = estimate(&wanted, &h, &b, tests);
+    let plan = estimate(&wanted, Start::Engine, &h, &b, tests);
     let basis: Vec<Basis> = plan.instances.iter().map(|i| i.basis).collect();
     assert_eq!(
         basis,
@@ -102,7 +102,18 @@ fn warm_cold_recorded_and_unknown() {
     let mut failed = build(&format!("patchgrade.eval.{a}.other__x-1:f"), None, 2.0, 1);
     failed.failed = true;
     b.insert(failed);
-    let plan = estimate(&wanted[3..], &h, &b, tests);
+    let plan = estimate(&wanted[3..], Start::Engine, &h, &b, tests);
     assert_eq!(plan.instances[0].basis, Basis::Failed);
     assert_eq!(plan.instances[0].seconds, None);
+
+    // From an empty engine: instance 1 is built too (its own record), and
+    // the base under the env, held now, is needed as well.
+    let plan = estimate(&wanted[..2], Start::Empty, &h, &b, tests);
+    assert_eq!(plan.total.warm, 0);
+    assert_eq!(plan.instances[0].seconds, Some(4.0));
+    let parents: Vec<&str> = plan.parents.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(parents, [base.as_str(), env.as_str(), snap.as_str()]);
+    // The base has no build recorded: unknown seconds; its size is known.
+    assert_eq!(plan.parents[0].seconds, None);
+    assert_eq!(plan.parents[0].bytes, Some(100));
 }
