@@ -102,6 +102,53 @@ pub enum Command {
     /// with --validate, gold is run on each and only the variants gold
     /// fails are kept.
     Impossible(ImpossibleArgs),
+    /// Docker: what the engine holds of patchgrade's images per tier and
+    /// repository; with --dataset, what a cold run of it would build
+    /// (estimated from recorded builds); with --evict, eviction by the cache
+    /// budget's rule.
+    Images(ImagesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImagesArgs {
+    /// Dataset file (.jsonl or .json): which of its instances have an image
+    /// and what a cold run of the others would build, in seconds and disk.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// Only these instance ids (space- or comma-separated, repeatable).
+    #[arg(
+        long,
+        value_name = "ID",
+        num_args = 1..,
+        value_delimiter = ',',
+        requires = "dataset"
+    )]
+    pub instance_ids: Vec<String>,
+    /// With --dataset: estimate from an empty engine (every image built, as
+    /// on a first run), not from what the engine holds now.
+    #[arg(long, requires = "dataset")]
+    pub from_empty: bool,
+    /// Cache folder: its image index (what --evict may remove) and test
+    /// durations.
+    #[arg(long, value_name = "DIR", env = "PATCHGRADE_CACHE")]
+    pub cache_dir: Option<PathBuf>,
+    /// The runs' log folder, as given to `run`: build logs are read from
+    /// build_images/ beside it.
+    #[arg(long, default_value = "logs/run_evaluation")]
+    pub log_dir: PathBuf,
+    /// Evict the least recently used images of the cache folder's index
+    /// until it fits the budget; never one a container was made from.
+    #[arg(long)]
+    pub evict: bool,
+    /// With --evict: say what would be removed, remove nothing.
+    #[arg(long, requires = "evict")]
+    pub dry_run: bool,
+    /// With --evict: the budget (e.g. 20g) [default: min(50 GiB, half of the
+    /// free space on Docker's data root plus the cache's usage)].
+    #[arg(long, value_name = "SIZE", requires = "evict")]
+    pub cache_budget: Option<String>,
+    #[command(flatten)]
+    pub print: OutputArgs,
 }
 
 /// `--mode` of `impossible` (the library's `impossible::Mode`).

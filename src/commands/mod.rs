@@ -3,6 +3,7 @@
 //! that prints results or picks exit codes.
 
 mod audit;
+mod images;
 mod impossible;
 mod perf;
 mod regrade;
@@ -43,6 +44,7 @@ pub async fn dispatch(command: Command, given: Given) -> Result<(), ExpectedErro
         Command::Review(args) => review::review(args).await,
         Command::Serve(args) => serve::serve(args).await,
         Command::Impossible(args) => impossible::impossible(args).await,
+        Command::Images(args) => images::images(args).await,
     }
 }
 

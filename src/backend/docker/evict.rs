@@ -212,7 +212,7 @@ impl DockerBackend {
 }
 
 /// flock(2) on `file`; false when it would block (with LOCK_NB).
-fn flock(file: &std::fs::File, op: libc::c_int) -> std::io::Result<bool> {
+pub(super) fn flock(file: &std::fs::File, op: libc::c_int) -> std::io::Result<bool> {
     // SAFETY: flock(2) on a descriptor `file` owns for the whole call.
     if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
         return Ok(true);

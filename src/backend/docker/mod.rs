@@ -11,6 +11,8 @@
 //! - [`containers`]: one evaluation's container, from creation to removal.
 //! - [`archive`]: the tars sent to the engine (build contexts, the
 //!   candidate's changes).
+//! - [`inventory`]: what the engine holds of patchgrade's images, what a
+//!   cold run would build, eviction on request (`patchgrade images`).
 //!
 //! This module holds the backend's state and options, preparing an
 //! environment and the cleanup at the end of a run.
@@ -25,6 +27,7 @@ pub mod events;
 mod evict;
 pub mod exits;
 pub mod images;
+pub mod inventory;
 pub mod stale;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

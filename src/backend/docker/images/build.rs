@@ -390,6 +390,7 @@ impl DockerBackend {
         let script = dir.join("bootstrap-base.sh");
         std::fs::write(&script, BOOTSTRAP_SCRIPT).map_err(io_err(&script))?;
         let log = dir.join("build_image.log");
+        let started = Instant::now();
         let out_file = std::fs::File::create(&log).map_err(io_err(&log))?;
         let err_file = out_file.try_clone().map_err(io_err(&log))?;
         let archive =
@@ -465,6 +466,16 @@ impl DockerBackend {
             .inspect(name)
             .await?
             .ok_or_else(|| fail("the imported image is absent".into()))?;
+        // The same last line as a build's: `patchgrade images` estimates a
+        // cold start's bootstrap from it.
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&log) {
+            use std::io::Write;
+            let took = crate::backend::docker::inventory::builds::took_line(
+                name,
+                started.elapsed().as_secs_f64(),
+            );
+            let _ = writeln!(f, "\n{took}");
+        }
         locked(&self.built).insert(name.to_string());
         Ok(id)
     }
@@ -610,11 +621,14 @@ impl DockerBackend {
             Ok(())
         })
         .await;
+        // `patchgrade images` reads it back for its estimates.
         let _ = writeln!(
             log,
-            "\n# patchgrade: build of {} took {:.1}s",
-            plan.name,
-            started.elapsed().as_secs_f64()
+            "\n{}",
+            crate::backend::docker::inventory::builds::took_line(
+                &plan.name,
+                started.elapsed().as_secs_f64()
+            )
         );
         drop(stream);
         // A context that could not be made (a blob missing from the

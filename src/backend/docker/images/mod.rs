@@ -34,6 +34,7 @@ pub mod build;
 pub mod gitsources;
 pub mod hostfiles;
 mod instance;
+pub mod kind;
 pub(crate) mod lines;
 pub mod plans;
 pub mod python;
@@ -63,6 +64,8 @@ pub enum ImageError {
 /// The Debian suites base images are made from (defined below `python`,
 /// which chooses interpreters by suite).
 pub use crate::debian::Suite;
+
+pub use kind::Kind;
 
 /// An image tier, as in the reference's cache levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -166,18 +169,10 @@ pub fn bootstrap_image(suite: Suite) -> String {
 /// The tier of an image by its name (namespace prefixes ignored), for cleanup.
 pub fn tier_of(name: &str) -> Option<Tier> {
     let last = name.rsplit('/').next().unwrap_or(name);
-    if last.starts_with("patchgrade.root.")
-        || last.starts_with("patchgrade.base.")
-        || last.starts_with("patchgrade.tool.")
-    {
-        Some(Tier::Base)
-    } else if last.starts_with("patchgrade.env.") || last.starts_with("patchgrade.snap.") {
-        Some(Tier::Env)
-    } else if last.starts_with("patchgrade.eval.") || last.starts_with("sweb.eval.") {
-        Some(Tier::Instance)
-    } else {
-        None
+    if last.starts_with("sweb.eval.") {
+        return Some(Tier::Instance);
     }
+    Kind::of(name).map(|(k, _)| k.tier())
 }
 
 /// The shell line that activates an env inside a container: our venv, or a

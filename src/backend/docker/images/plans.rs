@@ -568,6 +568,22 @@ fn checked_command(cmd: &str) -> String {
     )
 }
 
+/// The repository (the name before the tag) of an instance's image, the
+/// same whether it is built whole or over a snapshot: `patchgrade images`
+/// matches instances to images by it.
+pub fn instance_repository(instance_id: &str) -> String {
+    format!("patchgrade.eval.{}.{}", arch(), name_part(instance_id))
+}
+
+/// The repository of a dataset repository's (`owner/name`) snapshots.
+pub fn snapshot_repository(repo: &str) -> String {
+    format!(
+        "patchgrade.snap.{}.{}",
+        arch(),
+        name_part(&repo.replace('/', "__"))
+    )
+}
+
 /// The instance image of one instance: the base tree at /testbed, and the
 /// spec's submodules filled from mirrors (`(path in the repository, tree)`).
 pub fn instance_plan(
@@ -588,7 +604,7 @@ pub fn instance_plan(
     }
     ImagePlan::addressed(
         Tier::Instance,
-        format!("patchgrade.eval.{}.{}", arch(), name_part(instance_id)),
+        instance_repository(instance_id),
         &[dockerfile.as_bytes(), tree_id.as_bytes()],
         dockerfile.clone(),
         files,
@@ -607,11 +623,7 @@ pub fn snapshot_plan(env: &str, repo: &str, anchor: TreeSource) -> ImagePlan {
     let tree_id = anchor.tree.to_string();
     ImagePlan::addressed(
         Tier::Env,
-        format!(
-            "patchgrade.snap.{}.{}",
-            arch(),
-            name_part(&repo.replace('/', "__"))
-        ),
+        snapshot_repository(repo),
         &[dockerfile.as_bytes(), tree_id.as_bytes()],
         dockerfile.clone(),
         Vec::new(),
@@ -635,7 +647,7 @@ pub fn delta_instance_plan(
     )];
     ImagePlan::addressed(
         Tier::Instance,
-        format!("patchgrade.eval.{}.{}", arch(), name_part(instance_id)),
+        instance_repository(instance_id),
         &[dockerfile.as_bytes()],
         dockerfile.clone(),
         files,
