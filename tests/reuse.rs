@@ -43,6 +43,11 @@ fn audit_rerun_says_why_a_recorded_swarm_backend_is_not_reused() {
         err.contains("not reusing run.json's --backend swarm (logs/run_evaluation/sw/run.json): it does not record the registry; using --backend auto"),
         "{err}"
     );
+    assert!(
+        err.contains("--backend auto: ")
+            && err.contains("grading with the local backend (venvs and bubblewrap)"),
+        "the fallback is said: {err}"
+    );
 
     let out = sb.run(&[
         "audit",

@@ -389,6 +389,9 @@ impl Engine {
         let backend_kind = backend.kind();
         let durations_path = cache.join("durations.json");
         let mut notices = Vec::new();
+        if let Some(e) = &no_daemon {
+            notices.push(Notice::LocalFallback(e.clone()));
+        }
         let durations = Durations::load(&durations_path).unwrap_or_else(|e| {
             notices.push(Notice::DurationsUnreadable(e.to_string()));
             Durations::empty(&durations_path)

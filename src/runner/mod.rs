@@ -89,6 +89,9 @@ pub enum Notice {
     },
     /// `run --perf`: nothing the run resolved for this instance.
     NothingToMeasure { instance_id: String },
+    /// `--backend auto` found no Docker daemon and grades locally: said, so
+    /// that a run meant for the images does not quietly run in venvs.
+    LocalFallback(String),
 }
 
 impl std::fmt::Display for Notice {
@@ -115,6 +118,10 @@ impl std::fmt::Display for Notice {
             Notice::NothingToMeasure { instance_id } => {
                 write!(f, "perf: {instance_id}: no resolved patch to measure")
             }
+            Notice::LocalFallback(e) => write!(
+                f,
+                "--backend auto: {e}; grading with the local backend (venvs and bubblewrap); --backend docker requires the engine"
+            ),
         }
     }
 }
