@@ -115,7 +115,9 @@ pub struct Workspace {
 
 pub use docker::{DockerBackend, DockerEnv};
 pub use local::{LocalBackend, LocalEnv};
-pub use setup_files::{environment_for, filter_requirements, read_requirements, EnvFile};
+pub use setup_files::{
+    environment_for, filter_requirements, read_requirements, source_failed, source_mirror, EnvFile,
+};
 pub use swarm::{SwarmBackend, SwarmEnv};
 
 pub use crate::settings::{BackendKind, UnknownBackend};

@@ -1,9 +1,10 @@
 //! Files the env build reads from the repository at the instance's
 //! environment setup commit (from the mirror, never downloaded): the
 //! requirements file, with `-r` includes inlined, and the conda environment
-//! file, translated by [`crate::conda`].
+//! file, translated by [`crate::conda`]; and the mirrors of a spec's other
+//! repositories (its sources and git sources).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::EnvError;
 use crate::conda::{self, Translation};
@@ -156,6 +157,29 @@ pub fn filter_requirements(text: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
         + "\n"
+}
+
+/// The mirror of `repo` holding `commit`, opened, for a spec's sources.
+pub fn source_mirror(
+    repos: &RepoCache,
+    about: &str,
+    repo: &str,
+    commit: &str,
+) -> Result<(PathBuf, git2::Repository, git2::Oid), EnvError> {
+    let mirror = repos
+        .ensure(repo, &[commit])
+        .map_err(|e| source_failed(about, repo, e))?;
+    let r = git2::Repository::open_bare(&mirror).map_err(|e| source_failed(about, repo, e))?;
+    let id = git2::Oid::from_str(commit).map_err(|e| source_failed(about, repo, e))?;
+    Ok((mirror, r, id))
+}
+
+/// A spec source that could not be read: what, why, and the folder to make.
+pub fn source_failed(about: &str, repo: &str, e: impl std::fmt::Display) -> EnvError {
+    EnvError::Other(format!(
+        "{about}: {e}; put a clone named {} in --mirror-dir",
+        repo.replace('/', "__")
+    ))
 }
 
 #[cfg(test)]

@@ -266,53 +266,29 @@ impl DockerBackend {
             let environment = crate::backend::environment_for(&repos, &inst, &spec)?;
             let mut sources = Vec::new();
             for (name, src) in &spec.sources {
-                let failed = |e: String| {
-                    EnvError::Other(format!(
-                        "source {name} ({} at {}): {e}; put a clone named {} in --mirror-dir",
-                        src.repo,
-                        src.commit,
-                        src.repo.replace('/', "__")
-                    ))
-                };
-                let mirror = repos
-                    .ensure(&src.repo, &[&src.commit])
-                    .map_err(|e| failed(e.to_string()))?;
-                let r = git2::Repository::open_bare(&mirror).map_err(|e| failed(e.to_string()))?;
-                let tree = git2::Oid::from_str(&src.commit)
-                    .and_then(|o| r.find_commit(o))
+                let about = format!("source {name} ({} at {})", src.repo, src.commit);
+                let (mirror, r, commit) =
+                    crate::backend::source_mirror(&repos, &about, &src.repo, &src.commit)?;
+                let tree = r
+                    .find_commit(commit)
                     .map(|c| c.tree_id())
-                    .map_err(|e| failed(e.to_string()))?;
+                    .map_err(|e| crate::backend::source_failed(&about, &src.repo, e))?;
                 sources.push((name.clone(), TreeSource { repo: mirror, tree }));
             }
-            let mut git = Vec::new();
-            for (name, src) in &spec.git_sources {
-                let failed = |e: String| {
-                    EnvError::Other(format!(
-                        "git source {name} ({} at {}, served for {}): {e}; put a clone named {} in --mirror-dir",
-                        src.repo,
-                        src.commit,
-                        src.url,
-                        src.repo.replace('/', "__")
-                    ))
-                };
-                let mirror = repos
-                    .ensure(&src.repo, &[&src.commit])
-                    .map_err(|e| failed(e.to_string()))?;
-                let r = git2::Repository::open_bare(&mirror).map_err(|e| failed(e.to_string()))?;
-                let commit = git2::Oid::from_str(&src.commit).map_err(|e| failed(e.to_string()))?;
-                let pack = super::gitsources::history_pack(&r, commit)
-                    .map_err(|e| failed(e.to_string()))?;
-                git.push(super::gitsources::GitPack {
-                    name: name.clone(),
-                    url: src.url.clone(),
-                    commit,
-                    branch: src
-                        .branch
-                        .clone()
-                        .unwrap_or_else(|| super::gitsources::DEFAULT_BRANCH.into()),
-                    pack,
-                });
-            }
+            let git = spec
+                .git_sources
+                .iter()
+                .map(|(name, src)| {
+                    let about = format!(
+                        "git source {name} ({} at {}, served for {})",
+                        src.repo, src.commit, src.url
+                    );
+                    let (_, r, commit) =
+                        crate::backend::source_mirror(&repos, &about, &src.repo, &src.commit)?;
+                    super::gitsources::read(&r, name, src, commit)
+                        .map_err(|e| crate::backend::source_failed(&about, &src.repo, e))
+                })
+                .collect::<Result<Vec<_>, EnvError>>()?;
             Ok(EnvInputs {
                 packages,
                 requirements,

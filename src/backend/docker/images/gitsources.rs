@@ -11,7 +11,7 @@
 
 use git2::{Oid, Repository};
 
-use crate::spec::GIT_SOURCES_DIR;
+use crate::spec::{GitSource, GIT_SOURCES_DIR};
 
 use crate::script::quote;
 
@@ -57,6 +57,22 @@ pub fn history_pack(repo: &Repository, commit: Oid) -> Result<Vec<u8>, git2::Err
     let mut buf = git2::Buf::new();
     pb.write_buf(&mut buf)?;
     Ok(buf.to_vec())
+}
+
+/// The spec's git source `name` read from its mirror `repo`, at `commit`.
+pub fn read(
+    repo: &Repository,
+    name: &str,
+    src: &GitSource,
+    commit: Oid,
+) -> Result<GitPack, git2::Error> {
+    Ok(GitPack {
+        name: name.to_string(),
+        url: src.url.clone(),
+        commit,
+        branch: src.branch.clone().unwrap_or_else(|| DEFAULT_BRANCH.into()),
+        pack: history_pack(repo, commit)?,
+    })
 }
 
 /// The env setup script's lines that serve `packs`, read from
