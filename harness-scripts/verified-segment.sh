@@ -1,5 +1,6 @@
 #!/bin/bash
-# One resumable segment of a gold run on SWE-bench Verified (issue 12).
+# One resumable segment of a gold run on SWE-bench Verified (issue 12) or
+# Multilingual (issue 21).
 #
 #   harness-scripts/verified-segment.sh NAME IDS_FILE [more `run` options]
 #
@@ -16,11 +17,14 @@
 #   MIRRORS     --mirror-dir [required]
 #   ROOT        log root: logs, reports, cache, segment logs [required]
 #   RUN_ID      [verified-gold]   PREDICTIONS [gold]   WORKERS [1]
+#   COMMAND     [run], or validate (no --predictions; give --gold-runs)
 #   SPECS       the spec folder [images/specs]. The run uses a copy in
 #               $ROOT/specs-timed whose test_cmd is timed with bash `time`
 #               (`PATCHGRADE_TEST_SECONDS=` in each test_output.txt: the
-#               test command's own time). test_cmd is in no image's tag, so
-#               the images are those of the specs as they are.
+#               test command's own time; a command run with
+#               `test_directives: none`, such as Multilingual's `a && b`
+#               chains, is timed whole in braces). test_cmd is in no image's
+#               tag, so the images are those of the specs as they are.
 set -euo pipefail
 name=${1:?segment name}
 ids_file=${2:?file of instance ids, one per line}
@@ -41,17 +45,25 @@ for name in sorted(os.listdir(src)):
     if not name.endswith(".yaml"):
         continue
     spec = yaml.safe_load(open(os.path.join(src, name)))
-    for sec in [spec.get("defaults") or {}] + list((spec.get("versions") or {}).values()):
+    defaults = spec.get("defaults") or {}
+    for sec in [defaults] + list((spec.get("versions") or {}).values()):
         if sec and sec.get("test_cmd"):
-            sec["test_cmd"] = "TIMEFORMAT=PATCHGRADE_TEST_SECONDS=%R; time " + sec["test_cmd"]
+            cmd = sec["test_cmd"]
+            # No directives follow the command: time the whole list.
+            if sec.get("test_directives", defaults.get("test_directives")) == "none":
+                cmd = "{ " + cmd + "\n}"
+            sec["test_cmd"] = "TIMEFORMAT=PATCHGRADE_TEST_SECONDS=%R; time " + cmd
     yaml.safe_dump(spec, open(os.path.join(out, name), "w"), sort_keys=False)
 PY
 specs=(--specs "$ROOT/specs-timed")
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
 set +e
-/usr/bin/time -v -o "$log.time" "$bin" run --dataset "$DATASET" \
-    --predictions "${PREDICTIONS:-gold}" --run-id "$run_id" --backend docker \
+command=${COMMAND:-run}
+predictions=()
+[ "$command" = run ] && predictions=(--predictions "${PREDICTIONS:-gold}")
+/usr/bin/time -v -o "$log.time" "$bin" "$command" --dataset "$DATASET" \
+    "${predictions[@]}" --run-id "$run_id" --backend docker \
     --mirror-dir "$MIRRORS" --log-dir "$ROOT/logs" --report-dir "$ROOT" \
     --cache-dir "$ROOT/cache" --max-workers "${WORKERS:-1}" "${specs[@]}" "$@" \
     --instance-ids "${ids[@]}" >"$log" 2>&1 &

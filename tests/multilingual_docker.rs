@@ -1,11 +1,12 @@
 //! End to end, one test per language whose toolchain is on this machine:
 //! a tiny repository made by the test (a Rust crate, a Go module, a Node.js
-//! package, a C++ library; none with dependencies from a registry, so the
+//! package, a C library built with autotools, a C++ library; none with dependencies from a registry, so the
 //! images build offline too; the Java project's JUnit and Maven plugins
 //! come from Maven Central when its image is built), a dataset row and a spec with `toolchains:`
 //! written by the test, gold and a wrong patch graded by the real binary on
 //! the Docker backend with the real test runner (`cargo test`, `go test
-//! -v`, `node --test` with its TAP reporter, `mvn test -Dtest=…` one
+//! -v`, `node --test` with its TAP reporter, automake's `make check` read by
+//! the jq parser, `mvn test -Dtest=…` one
 //! class at a time as the dataset's Java rows run it, a GoogleTest binary built with
 //! Debian's g++ and libgtest-dev), the verdicts and the recorded toolchain
 //! checked.
@@ -331,6 +332,58 @@ fn a_cpp_library_is_graded_with_googletest() {
         json!("FAILED"),
         "{wrong}"
     );
+}
+
+// C the way jq is built and tested: autotools from Debian's packages, and
+// automake's own test harness (`make check`), whose `PASS:`/`FAIL:` lines
+// the jq parser reads.
+const C_SPEC: &str = "repo: acme/ccalc\nversions:\n  \"*\":\n    apt_packages: [gcc, make, autoconf, automake]\n    install: \"autoreconf -fi && ./configure && make\"\n    eval_install: \"make\"\n    test_cmd: make check\n    log_parser: jq\n    test_directives: none\n";
+
+// ARFLAGS `cr`: Debian's ar warns about automake's default `cru` on stderr,
+// and a warning interleaved with a `PASS:` line would change its test name.
+const CONFIGURE_AC: &str = "AC_INIT([ccalc], [0.1])\nAM_INIT_AUTOMAKE([foreign subdir-objects])\nAC_PROG_CC\nAC_PROG_RANLIB\nAC_SUBST([ARFLAGS], [cr])\nAC_CONFIG_FILES([Makefile])\nAC_OUTPUT\n";
+
+const MAKEFILE_AM: &str = "noinst_LIBRARIES = libcalc.a\nlibcalc_a_SOURCES = calc.c calc.h\ncheck_PROGRAMS = tests/zero tests/add\ntests_zero_LDADD = libcalc.a\ntests_add_LDADD = libcalc.a\nTESTS = $(check_PROGRAMS)\n";
+
+#[test]
+fn a_c_library_is_graded_with_automake_check() {
+    if !docker_ready("a_c_library_is_graded_with_automake_check") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let code = "#include \"calc.h\"\n\nint add(int a, int b) { return a - b; }\n";
+    let test = |body: &str| {
+        format!("#include \"../calc.h\"\n\nint main(void) {{ return {body} ? 0 : 1; }}\n")
+    };
+    let zero = test("add(0, 0) == 0");
+    let add = test("add(2, 3) == 5");
+    let case = Case::new(
+        "acme/ccalc",
+        C_SPEC,
+        &[
+            ("configure.ac", CONFIGURE_AC),
+            ("Makefile.am", MAKEFILE_AM),
+            ("calc.h", "int add(int a, int b);\n"),
+            ("calc.c", code),
+            ("tests/zero.c", &zero),
+        ],
+        ("calc.c", &code.replace("a - b", "a + b")),
+        ("calc.c", &code.replace("a - b", "a * b")),
+        ("tests/add.c", &add),
+        &["tests/add"],
+        &["tests/zero"],
+    );
+    let out = case.run("ml-c");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let gold = case.record("ml-c", "gold");
+    let wrong = case.record("ml-c", "wrong");
+    assert_eq!(
+        (gold["outcome"].as_str(), wrong["outcome"].as_str()),
+        (Some("resolved"), Some("unresolved")),
+        "gold {gold}\nwrong {wrong}\n{stderr}"
+    );
+    assert_eq!(wrong["statuses"]["tests/add"], json!("FAILED"), "{wrong}");
+    assert_eq!(wrong["statuses"]["tests/zero"], json!("PASSED"), "{wrong}");
 }
 
 // Java 17 is bookworm's JDK (a Debian package in the toolchain image, whose

@@ -216,6 +216,13 @@ pub struct Spec {
     /// update`, would put there; otherwise a submodule is an empty folder).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub submodules: BTreeMap<String, String>,
+    /// Files of the repository that a mirror may lack (snapshots leave out
+    /// files of 4 MiB or more) and that no build step or test reads: when
+    /// the mirror lacks one's content, the image's tree leaves it out
+    /// instead of failing (a listed deviation); a mirror that has it gives
+    /// it as it is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent_files: Vec<String>,
     /// Files written into the checkout before `pre_install`: path in the
     /// repository -> fixture name ([`Fixture`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -388,13 +395,20 @@ impl Spec {
             }
         }
         crate::conda::translate_packages(&self.conda_packages).map_err(|e| e.to_string())?;
-        for (path, repo) in &self.submodules {
-            if path.is_empty()
-                || path.starts_with('/')
-                || path
+        let relative = |path: &str| {
+            !path.is_empty()
+                && !path.starts_with('/')
+                && !path
                     .split('/')
                     .any(|c| c.is_empty() || c == "." || c == "..")
-            {
+        };
+        for path in &self.absent_files {
+            if !relative(path) {
+                return Err(format!("absent file {path:?} is not a relative path"));
+            }
+        }
+        for (path, repo) in &self.submodules {
+            if !relative(path) {
                 return Err(format!("submodule path {path:?} is not a relative path"));
             }
             let parts: Vec<&str> = repo.split('/').collect();

@@ -281,6 +281,27 @@ fn submodule_paths_are_checked_when_read() {
 }
 
 #[test]
+fn absent_files_are_relative_paths() {
+    let with = |list: &str| {
+        set(&format!(
+            "repo: o/r\nversions:\n  \"1\":\n    test_cmd: t\n    log_parser: maven\n    absent_files: {list}\n"
+        ))
+    };
+    let ok = with("[scripts/tool.jar]").unwrap();
+    assert_eq!(
+        ok.lookup("o/r", "1").unwrap().spec.absent_files,
+        vec!["scripts/tool.jar".to_string()]
+    );
+    for bad in ["[../x.jar]", "[/x.jar]", "[a//b]"] {
+        let e = with(bad).unwrap_err().to_string();
+        assert!(
+            e.contains("absent file") && e.contains("relative path"),
+            "{bad}: {e}"
+        );
+    }
+}
+
+#[test]
 fn toolchains_are_typed_and_unknown_languages_refused() {
     let s = set("repo: o/r\nversions:\n  \"1\":\n    test_cmd: cargo test\n    log_parser: cargo\n    toolchains: {rust: \"1.81\"}\n")
         .unwrap();

@@ -111,7 +111,7 @@ impl DockerBackend {
         self.ensure_built(&env).await?;
         let (tree, submodules) = self.base_tree(inst, spec).await?;
         let anchor = match submodules.is_empty() {
-            true => self.snapshot_anchor(inst, &tree).await?,
+            true => self.snapshot_anchor(inst, spec, &tree).await?,
             // Submodule trees come from other mirrors: sent whole.
             false => None,
         };

@@ -20,11 +20,12 @@ impl DockerBackend {
         inst: &Instance,
         spec: &Spec,
     ) -> Result<(TreeSource, Vec<(String, TreeSource)>), EnvError> {
-        let (repos, repo, commit, wanted) = (
+        let (repos, repo, commit, wanted, absent) = (
             self.repos.clone(),
             inst.repo.clone(),
             inst.base_commit.clone(),
             spec.submodules.clone(),
+            spec.absent_files.clone(),
         );
         tokio::task::spawn_blocking(move || {
             let mirror = repos
@@ -36,6 +37,13 @@ impl DockerBackend {
                 .and_then(|o| r.find_commit(o))
                 .and_then(|c| c.tree())
                 .map_err(|e| EnvError::Other(format!("base commit {commit} of {repo}: {e}")))?;
+            let (stand_in, left_out) = without_absent(&r, base.id(), &absent)
+                .map_err(|e| EnvError::Infra(format!("base tree of {repo} at {commit}: {e}")))?;
+            for path in &left_out {
+                tracing::warn!(
+                    "{repo} at {commit}: the mirror lacks {path} (the spec's absent_files): the image's tree leaves it out"
+                );
+            }
             let mut submodules = Vec::new();
             for (path, sub_repo) in &wanted {
                 // A version without the submodule there has nothing to fill.
@@ -72,7 +80,7 @@ impl DockerBackend {
             Ok((
                 TreeSource {
                     repo: mirror,
-                    tree: base.id(),
+                    tree: stand_in,
                 },
                 submodules,
             ))
@@ -86,16 +94,18 @@ impl DockerBackend {
     pub(super) async fn snapshot_anchor(
         &self,
         inst: &Instance,
+        spec: &Spec,
         base: &TreeSource,
     ) -> Result<Option<git2::Oid>, EnvError> {
         let (mirror, commit) = (base.repo.clone(), inst.base_commit.clone());
+        let absent = spec.absent_files.clone();
         tokio::task::spawn_blocking(move || {
             let r = git2::Repository::open_bare(&mirror)?;
             let Some(anchor) = snapshot::anchor(&r, git2::Oid::from_str(&commit)?)? else {
                 return Ok(None);
             };
             let tree = r.find_commit(anchor)?.tree_id();
-            Ok(Some(tree))
+            Ok(Some(without_absent(&r, tree, &absent)?.0))
         })
         .await
         .map_err(|e| EnvError::Infra(format!("snapshot anchor task: {e}")))?
@@ -144,5 +154,95 @@ impl DockerBackend {
             })
             .await?;
         Ok((name, found))
+    }
+}
+
+/// `tree`, or a tree written beside it without the `absent` files whose
+/// content the mirror lacks (a snapshot's left-out large files), and the
+/// paths left out. A mirror that holds a file keeps it.
+pub(crate) fn without_absent(
+    r: &git2::Repository,
+    tree: git2::Oid,
+    absent: &[String],
+) -> Result<(git2::Oid, Vec<String>), git2::Error> {
+    let t = r.find_tree(tree)?;
+    let odb = r.odb()?;
+    let mut left_out = Vec::new();
+    let mut update = git2::build::TreeUpdateBuilder::new();
+    for path in absent {
+        let Ok(entry) = t.get_path(Path::new(path)) else {
+            continue;
+        };
+        if entry.kind() == Some(git2::ObjectType::Blob) && !odb.exists(entry.id()) {
+            update.remove(path.as_str());
+            left_out.push(path.clone());
+        }
+    }
+    if left_out.is_empty() {
+        return Ok((tree, left_out));
+    }
+    Ok((update.create_updated(r, &t)?, left_out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository whose tree names a blob its object store lacks, as a
+    /// snapshot that left out a large file: the blob is written, the tree
+    /// made, then the blob's loose object removed.
+    fn with_missing_blob() -> (tempfile::TempDir, git2::Repository, git2::Oid) {
+        let dir = tempfile::tempdir().unwrap();
+        let r = git2::Repository::init_bare(dir.path()).unwrap();
+        let kept = r.blob(b"kept\n").unwrap();
+        let lost = r.blob(b"a large release tool\n").unwrap();
+        let tree = {
+            let mut sub = r.treebuilder(None).unwrap();
+            sub.insert("big.jar", lost, 0o100644).unwrap();
+            sub.insert("tool.sh", kept, 0o100755).unwrap();
+            let sub = sub.write().unwrap();
+            let mut root = r.treebuilder(None).unwrap();
+            root.insert("scripts", sub, 0o040000).unwrap();
+            root.insert("README", kept, 0o100644).unwrap();
+            root.write().unwrap()
+        };
+        let hex = lost.to_string();
+        std::fs::remove_file(dir.path().join("objects").join(&hex[..2]).join(&hex[2..])).unwrap();
+        let r = git2::Repository::open_bare(dir.path()).unwrap();
+        assert!(!r.odb().unwrap().exists(lost));
+        (dir, r, tree)
+    }
+
+    #[test]
+    fn a_listed_file_the_mirror_lacks_is_left_out_and_the_rest_kept() {
+        let (_d, r, tree) = with_missing_blob();
+        let absent = vec!["scripts/big.jar".to_string(), "not/there".to_string()];
+        let (stand_in, left_out) = without_absent(&r, tree, &absent).unwrap();
+        assert_eq!(left_out, vec!["scripts/big.jar".to_string()]);
+        let t = r.find_tree(stand_in).unwrap();
+        assert!(t.get_path(Path::new("scripts/big.jar")).is_err());
+        assert!(t.get_path(Path::new("scripts/tool.sh")).is_ok());
+        assert!(t.get_path(Path::new("README")).is_ok());
+        // Every blob of the stand-in can be read: an image can be made of it.
+        let mut missing = 0;
+        t.walk(git2::TreeWalkMode::PreOrder, |_, e| {
+            if e.kind() == Some(git2::ObjectType::Blob) && r.find_blob(e.id()).is_err() {
+                missing += 1;
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .unwrap();
+        assert_eq!(missing, 0);
+    }
+
+    #[test]
+    fn a_file_the_mirror_holds_or_the_spec_does_not_list_is_kept() {
+        let (_d, r, tree) = with_missing_blob();
+        // Listed but present: kept, the tree is the base's own.
+        let (same, left_out) = without_absent(&r, tree, &["README".to_string()]).unwrap();
+        assert_eq!((same, left_out.len()), (tree, 0));
+        // Missing but not listed: not this function's to hide.
+        let (same, left_out) = without_absent(&r, tree, &[]).unwrap();
+        assert_eq!((same, left_out.len()), (tree, 0));
     }
 }
