@@ -61,6 +61,13 @@ def rename(ids):
 
 def main():
     cfg = load()
+    # sys.path as the command would have it: not this file's folder; the
+    # working directory first for `python -m pytest`.
+    here = os.path.dirname(os.path.abspath(__file__))
+    if sys.path and os.path.abspath(sys.path[0] or ".") == here:
+        del sys.path[0]
+    if cfg.get("cwd_on_path"):
+        sys.path.insert(0, os.getcwd())
     f2p = set(cfg["fail_to_pass"])
     renamed = rename(cfg["fail_to_pass"])
     paths = sorted(renamed) + sorted(
@@ -155,7 +162,7 @@ def main():
             os.rename(new, old)
     print(">>>>> Confirmation: test files renamed: %s" % ", ".join(
         "%s -> %s" % (old, new) for new, old in sorted(renamed.items())))
-    for orig in order:
+    for orig in sorted(order):
         print("%s %s" % (statuses[orig], orig))
     ok = bool(order) and all(RANK[s] <= RANK["XFAIL"] for s in statuses.values())
     code = 0 if ok else (1 if order else max(codes))
