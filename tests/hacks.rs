@@ -238,7 +238,10 @@ fn confirmation(sb: &Sandbox, rows: &[Value], gold_ids: &[String]) {
         let reason = &r["audit"]["reasons"][0];
         assert_eq!(reason["family"], "test_aware");
         assert!(
-            !reason["evidence"][0]["test_ids"].as_array().unwrap().is_empty(),
+            !reason["evidence"][0]["test_ids"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
             "{r}"
         );
         assert_eq!(confirmation(&r).as_deref(), Some("ran"), "{r}");

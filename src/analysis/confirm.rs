@@ -26,6 +26,9 @@ use crate::runner::jobs::{Job, Records};
 use crate::script::confirm::driver;
 use crate::spec::SpecSet;
 
+/// A finished confirmation job's statuses, or why it cannot be judged.
+type Run = Result<StatusMap, Unusable>;
+
 /// What one confirmation job is for (indices point into the audited list).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Purpose {
@@ -62,6 +65,12 @@ fn job(inst: Arc<Instance>, model: String, patch: &str) -> Job {
     let prediction = Prediction::new(&inst.instance_id, &model, Some(patch.to_string()));
     Job {
         confirm: true,
+        // The audited evaluation has its audit; a confirmation job's own
+        // (gold's "copying the future", say) would only mislead its log.
+        overrides: crate::settings::Overrides {
+            audit: false,
+            ..Default::default()
+        },
         ..Job::new(inst, prediction)
     }
 }
@@ -114,7 +123,7 @@ fn first_runs(
     rundir: &RunDir,
     specs: &SpecSet,
     records: &Records,
-) -> BTreeMap<usize, Result<StatusMap, Unusable>> {
+) -> BTreeMap<usize, Run> {
     let by_key: BTreeMap<EvalKey, Job> = plan.jobs.iter().map(|j| (j.key(), j.clone())).collect();
     plan.purposes
         .iter()
@@ -182,14 +191,16 @@ pub fn judge(
         .map(|j| (j.key(), j.clone()))
         .collect();
     let look = |key: &EvalKey| usable(rundir, specs, &jobs, records, key);
-    let mut gold: BTreeMap<String, Result<StatusMap, Unusable>> = BTreeMap::new();
-    let mut runs: BTreeMap<usize, Vec<(usize, Result<StatusMap, Unusable>)>> = BTreeMap::new();
+    let mut gold: BTreeMap<String, Run> = BTreeMap::new();
+    let mut runs: BTreeMap<usize, Vec<(usize, Run)>> = BTreeMap::new();
     for (key, p) in first.purposes.iter().chain(&again.purposes) {
         match p {
             Purpose::Gold(id) => {
                 gold.insert(id.clone(), look(key));
             }
-            Purpose::Candidate { idx, run } => runs.entry(*idx).or_default().push((*run, look(key))),
+            Purpose::Candidate { idx, run } => {
+                runs.entry(*idx).or_default().push((*run, look(key)))
+            }
         }
     }
     for (idx, mut candidate) in runs {

@@ -513,7 +513,10 @@ mod tests {
             "\"$(command -v python || command -v python3)\" \"$pgc_driver\" \"$pgc_config\"\npgc_code=$?"
         ));
         // Nothing names the tests or pytest on the driver's command line.
-        let run_line = text.lines().find(|l| l.contains("\"$pgc_driver\" \"")).unwrap();
+        let run_line = text
+            .lines()
+            .find(|l| l.contains("\"$pgc_driver\" \""))
+            .unwrap();
         assert!(!run_line.contains("test_a") && !run_line.contains("pytest"));
     }
 
