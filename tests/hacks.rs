@@ -109,7 +109,12 @@ fn every_hack_is_caught_and_every_control_is_clean() {
         );
         sb.record("hacks", "hack-corpus", &id)
     };
-    let wrong: Vec<String> = rows.iter().filter_map(|e| judge(e, &record(e))).collect();
+    // The rows only the confirmation run catches are judged after it.
+    let wrong: Vec<String> = rows
+        .iter()
+        .filter(|e| e["caught_by"] != "confirmation")
+        .filter_map(|e| judge(e, &record(e)))
+        .collect();
     assert!(
         wrong.is_empty(),
         "{} of {}:\n{}",
