@@ -36,17 +36,22 @@ fn expected() -> Vec<Value> {
         .collect()
 }
 
+/// One field (`kind`, `family`) of each of a record's audit reasons.
+fn reason_field<'a>(rec: &'a Value, field: &str) -> Vec<&'a str> {
+    rec["audit"]["reasons"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r[field].as_str())
+        .collect()
+}
+
 /// What went wrong with one candidate's record, if anything.
 fn judge(e: &Value, rec: &Value) -> Option<String> {
     let (family, expect) = (e["family"].as_str().unwrap(), e["expect"].as_str().unwrap());
     let outcome = rec["outcome"].as_str().unwrap();
     let verdict = rec["audit"]["verdict"].as_str().unwrap_or("-");
-    let families: Vec<&str> = rec["audit"]["reasons"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r["family"].as_str())
-        .collect();
+    let families = reason_field(rec, "family");
     let resolved = outcome == "resolved";
     let ok = match expect {
         "clean" => resolved && verdict == "clean",
@@ -101,14 +106,7 @@ fn every_hack_is_caught_and_every_control_is_clean() {
         .into_iter()
         .filter(|e| keep(e["instance_id"].as_str().unwrap()))
         .collect();
-    let record = |e: &Value| {
-        let id = format!(
-            "{}@{}",
-            e["instance_id"].as_str().unwrap(),
-            e["sample_id"].as_str().unwrap()
-        );
-        sb.record("hacks", "hack-corpus", &id)
-    };
+    let record = |e: &Value| corpus_record(&sb, e);
     // The rows only the confirmation run catches are judged after it.
     let wrong: Vec<String> = rows
         .iter()
@@ -193,17 +191,20 @@ fn every_hack_is_caught_and_every_control_is_clean() {
     confirmation(&sb, &rows, &ids);
 }
 
+/// The record of one corpus row in the run `hacks`.
+fn corpus_record(sb: &Sandbox, e: &Value) -> Value {
+    let id = format!(
+        "{}@{}",
+        e["instance_id"].as_str().unwrap(),
+        e["sample_id"].as_str().unwrap()
+    );
+    sb.record("hacks", "hack-corpus", &id)
+}
+
 /// `audit --confirm` on the corpus's run and on gold's (docs/audit.md,
 /// "Confirmation run").
 fn confirmation(sb: &Sandbox, rows: &[Value], gold_ids: &[String]) {
-    let record = |e: &Value| {
-        let id = format!(
-            "{}@{}",
-            e["instance_id"].as_str().unwrap(),
-            e["sample_id"].as_str().unwrap()
-        );
-        sb.record("hacks", "hack-corpus", &id)
-    };
+    let record = |e: &Value| corpus_record(sb, e);
     let only_confirmation: Vec<&Value> = rows
         .iter()
         .filter(|e| e["caught_by"] == "confirmation")
@@ -233,12 +234,7 @@ fn confirmation(sb: &Sandbox, rows: &[Value], gold_ids: &[String]) {
     };
     for e in &only_confirmation {
         let r = record(e);
-        let kinds: Vec<&str> = r["audit"]["reasons"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|r| r["kind"].as_str())
-            .collect();
+        let kinds = reason_field(&r, "kind");
         assert_eq!(kinds, ["confirmation_differs"], "{}: {r}", e["sample_id"]);
         let reason = &r["audit"]["reasons"][0];
         assert_eq!(reason["family"], "test_aware");

@@ -439,15 +439,26 @@ fn django_style_project_dotted_labels_name_ids_and_gold_baseline() {
             (
                 &json!("confirmation"),
                 &json!("could_not_run"),
-                &json!("no confirmation driver for the django runner (pytest and go test have one)")
+                &json!(
+                    "no confirmation driver for the django runner (pytest and go test have one)"
+                )
             ),
             "{rec}"
         );
     }
-    assert_eq!(reason_kinds(&sb.record("dj", "m", "dj-over")), ["fails_held_out"]);
-    assert_eq!(reason_kinds(&sb.record("dj", "m", "dj-div")), ["gold_divergence"]);
+    assert_eq!(
+        reason_kinds(&sb.record("dj", "m", "dj-over")),
+        ["fails_held_out"]
+    );
+    assert_eq!(
+        reason_kinds(&sb.record("dj", "m", "dj-div")),
+        ["gold_divergence"]
+    );
     let counts: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(counts["models"]["m"]["inconclusive_ids"], json!(["dj-goldfail"]));
+    assert_eq!(
+        counts["models"]["m"]["inconclusive_ids"],
+        json!(["dj-goldfail"])
+    );
 }
 
 /// `select` reuses the setup of the run it reads, `validate` that of the

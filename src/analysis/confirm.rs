@@ -40,19 +40,7 @@ pub enum Purpose {
 
 /// Confirmation jobs, what each is for, and the evaluations whose check
 /// could not even be planned.
-#[derive(Debug, Default)]
-pub struct Plan {
-    pub jobs: Vec<Job>,
-    pub purposes: Vec<(EvalKey, Purpose)>,
-    pub unplanned: Vec<(usize, CheckRun)>,
-}
-
-impl Plan {
-    fn push(&mut self, j: Job, p: Purpose) {
-        self.purposes.push((j.key(), p));
-        self.jobs.push(j);
-    }
-}
+pub type Plan = super::reaudit::Plan<Purpose>;
 
 /// The instance a confirmation runs: its FAIL_TO_PASS tests only.
 fn confirmation_instance(inst: &Instance) -> Arc<Instance> {

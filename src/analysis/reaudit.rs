@@ -120,17 +120,28 @@ fn job(inst: Instance, model: String, patch: &str, directives: Option<Vec<String
     }
 }
 
-/// The dynamic evaluations to run, what each is for, and the checks that
-/// could not even be planned (by index into the audited list).
-#[derive(Debug, Default)]
-pub struct Plan {
+/// The dynamic evaluations to run, what each is for (`P`: this module's
+/// [`Purpose`], or the confirmation's), and the checks that could not even
+/// be planned (by index into the audited list).
+#[derive(Debug)]
+pub struct Plan<P = Purpose> {
     pub jobs: Vec<Job>,
-    pub purposes: Vec<(EvalKey, Purpose)>,
+    pub purposes: Vec<(EvalKey, P)>,
     pub unplanned: Vec<(usize, CheckRun)>,
 }
 
-impl Plan {
-    fn push(&mut self, j: Job, p: Purpose) {
+impl<P> Default for Plan<P> {
+    fn default() -> Self {
+        Plan {
+            jobs: Vec::new(),
+            purposes: Vec::new(),
+            unplanned: Vec::new(),
+        }
+    }
+}
+
+impl<P> Plan<P> {
+    pub(super) fn push(&mut self, j: Job, p: P) {
         self.purposes.push((j.key(), p));
         self.jobs.push(j);
     }

@@ -419,14 +419,26 @@ mod tests {
             .unwrap()
     }
 
+    fn pytest_of(test_cmd: &str, parser: &str) -> Pytest {
+        match driver(&spec(test_cmd, parser)) {
+            Ok(Driver::Pytest(p)) => p,
+            other => panic!("{test_cmd}: {other:?}"),
+        }
+    }
+
+    fn go_of(test_cmd: &str) -> GoTest {
+        match driver(&spec(test_cmd, "gotest")) {
+            Ok(Driver::GoTest(g)) => g,
+            other => panic!("{test_cmd}: {other:?}"),
+        }
+    }
+
     #[test]
     fn pytest_commands_keep_their_options_and_lose_their_paths() {
-        let Ok(Driver::Pytest(p)) = driver(&spec(
+        let p = pytest_of(
             "PYTHONWARNINGS='ignore::UserWarning' pytest -rA -p no:cacheprovider --tb=no -x tests/ -k 'a or b' -n 4",
             "pytest",
-        )) else {
-            panic!("a pytest driver")
-        };
+        );
         assert_eq!(p.env, vec!["PYTHONWARNINGS='ignore::UserWarning'"]);
         assert_eq!(p.python, None);
         assert_eq!(
@@ -434,29 +446,21 @@ mod tests {
             vec!["-rA", "-p", "no:cacheprovider", "--tb=no", "-k", "a or b"]
         );
         assert!(!p.cwd_on_path);
-        let Ok(Driver::Pytest(p)) = driver(&spec("python3.9 -m pytest -v", "pytest_v2")) else {
-            panic!("a pytest driver")
-        };
+        let p = pytest_of("python3.9 -m pytest -v", "pytest_v2");
         assert_eq!(
             (p.python.as_deref(), p.args, p.cwd_on_path),
             (Some("python3.9"), vec!["-v".to_string()], true)
         );
         // tox runs pytest: pytest without the command's options.
-        let Ok(Driver::Pytest(p)) = driver(&spec("tox --current-env -epy39 -v --", "pytest_v2"))
-        else {
-            panic!("a pytest driver")
-        };
+        let p = pytest_of("tox --current-env -epy39 -v --", "pytest_v2");
         assert!(p.args.is_empty() && p.python.is_none());
     }
 
     #[test]
     fn go_commands_split_into_build_and_test_flags() {
-        let Ok(Driver::GoTest(g)) = driver(&spec(
+        let g = go_of(
             "CGO_ENABLED=0 go test -v ./promql ./model/labels -run \"^(TestRangeQuery|TestLabels)\" -tags netgo -timeout=20m -count 1",
-            "gotest",
-        )) else {
-            panic!("a go driver")
-        };
+        );
         assert_eq!(g.env, vec!["CGO_ENABLED='0'"]);
         assert_eq!(g.packages, vec!["./promql", "./model/labels"]);
         assert_eq!(g.build_flags, vec!["-tags=netgo"]);
@@ -470,9 +474,7 @@ mod tests {
         assert!(text.contains("go list -f '{{.Dir}}' './promql' './model/labels'"));
         assert!(text.contains("go test -c -o \"$pgc_bin\" '-tags=netgo' ."));
         assert!(text.ends_with("(exit $pgc_code)\n}"), "{text}");
-        let Ok(Driver::GoTest(g)) = driver(&spec("go test .", "gotest")) else {
-            panic!("a go driver")
-        };
+        let g = go_of("go test .");
         assert!(g.build_flags.is_empty() && g.test_flags.is_empty());
         assert_eq!(
             driver(&spec("make test", "gotest")),
@@ -501,10 +503,8 @@ mod tests {
 
     #[test]
     fn the_pytest_command_writes_the_driver_and_its_configuration() {
-        let Ok(d) = driver(&spec("pytest -rA", "pytest")) else {
-            panic!("a pytest driver")
-        };
-        let text = d.command(&["tests/test_a.py::test_x[a b]".into()]);
+        let text = Driver::Pytest(pytest_of("pytest -rA", "pytest"))
+            .command(&["tests/test_a.py::test_x[a b]".into()]);
         assert!(text.contains(PYTEST_DRIVER));
         assert!(text.contains(
             r#"{"fail_to_pass":["tests/test_a.py::test_x[a b]"],"args":["-rA"],"cwd_on_path":false}"#
