@@ -184,9 +184,10 @@ async fn rerun(
         Some(held_out) => reaudit::plan(evals, dataset, specs, held_out, list_files),
         None => reaudit::Plan::default(),
     };
-    let first = match asked.confirm {
-        true => confirm::plan(evals, dataset, specs),
-        false => confirm::Plan::default(),
+    let first = if asked.confirm {
+        confirm::plan(evals, dataset, specs)
+    } else {
+        confirm::Plan::default()
     };
     eprintln!(
         "dynamic audit: {} evaluations",
@@ -198,9 +199,11 @@ async fn rerun(
     super::abandoned(&done)?;
     reaudit::judge(evals, audits, rd, specs, plan, &done.records);
     if asked.confirm {
-        let again = match done.interrupted {
-            true => confirm::Plan::default(),
-            false => confirm::plan_again(evals, dataset, &first, rd, specs, &done.records),
+        // Interrupted: no follow-up; what ran is judged, the rest could not.
+        let again = if done.interrupted {
+            confirm::Plan::default()
+        } else {
+            confirm::plan_again(evals, dataset, &first, rd, specs, &done.records)
         };
         if !again.jobs.is_empty() {
             eprintln!(
