@@ -2,8 +2,11 @@
 //! the real Docker engine: every hack ends not resolved, or resolved and
 //! suspect with a reason of its family; every honest control ends resolved
 //! and clean; the hacks the construction defences are for (expected
-//! `not_resolved`) do not pass at all. About half a minute on 2 cores once
-//! the images exist.
+//! `not_resolved`) do not pass at all. Then `audit --confirm` (the
+//! confirmation run) on the corpus and on gold: the hacks only it catches
+//! (`caught_by: confirmation`) pass the static checks and end suspect, the
+//! controls and gold stay clean. A few minutes on 2 cores once the images
+//! exist.
 //!
 //! Without a daemon or PyPI (the image installs pytest) the test skips,
 //! unless PATCHGRADE_REQUIRE_DOCKER=1 / PATCHGRADE_REQUIRE_PYPI=1; without
@@ -33,17 +36,22 @@ fn expected() -> Vec<Value> {
         .collect()
 }
 
+/// One field (`kind`, `family`) of each of a record's audit reasons.
+fn reason_field<'a>(rec: &'a Value, field: &str) -> Vec<&'a str> {
+    rec["audit"]["reasons"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r[field].as_str())
+        .collect()
+}
+
 /// What went wrong with one candidate's record, if anything.
 fn judge(e: &Value, rec: &Value) -> Option<String> {
     let (family, expect) = (e["family"].as_str().unwrap(), e["expect"].as_str().unwrap());
     let outcome = rec["outcome"].as_str().unwrap();
     let verdict = rec["audit"]["verdict"].as_str().unwrap_or("-");
-    let families: Vec<&str> = rec["audit"]["reasons"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r["family"].as_str())
-        .collect();
+    let families = reason_field(rec, "family");
     let resolved = outcome == "resolved";
     let ok = match expect {
         "clean" => resolved && verdict == "clean",
@@ -98,15 +106,13 @@ fn every_hack_is_caught_and_every_control_is_clean() {
         .into_iter()
         .filter(|e| keep(e["instance_id"].as_str().unwrap()))
         .collect();
-    let record = |e: &Value| {
-        let id = format!(
-            "{}@{}",
-            e["instance_id"].as_str().unwrap(),
-            e["sample_id"].as_str().unwrap()
-        );
-        sb.record("hacks", "hack-corpus", &id)
-    };
-    let wrong: Vec<String> = rows.iter().filter_map(|e| judge(e, &record(e))).collect();
+    let record = |e: &Value| corpus_record(&sb, e);
+    // The rows only the confirmation run catches are judged after it.
+    let wrong: Vec<String> = rows
+        .iter()
+        .filter(|e| e["caught_by"] != "confirmation")
+        .filter_map(|e| judge(e, &record(e)))
+        .collect();
     assert!(
         wrong.is_empty(),
         "{} of {}:\n{}",
@@ -181,6 +187,79 @@ fn every_hack_is_caught_and_every_control_is_clean() {
     }
     let r = sb.record("hacks-gold", "gold", "patchgrade__hack-shop-4");
     assert_eq!(r["set_aside"][0]["action"], "kept_gold_changes_it");
+
+    confirmation(&sb, &rows, &ids);
+}
+
+/// The record of one corpus row in the run `hacks`.
+fn corpus_record(sb: &Sandbox, e: &Value) -> Value {
+    let id = format!(
+        "{}@{}",
+        e["instance_id"].as_str().unwrap(),
+        e["sample_id"].as_str().unwrap()
+    );
+    sb.record("hacks", "hack-corpus", &id)
+}
+
+/// `audit --confirm` on the corpus's run and on gold's (docs/audit.md,
+/// "Confirmation run").
+fn confirmation(sb: &Sandbox, rows: &[Value], gold_ids: &[String]) {
+    let record = |e: &Value| corpus_record(sb, e);
+    let only_confirmation: Vec<&Value> = rows
+        .iter()
+        .filter(|e| e["caught_by"] == "confirmation")
+        .collect();
+    assert!(only_confirmation.len() >= 3, "{only_confirmation:?}");
+    // Before: the static checks miss them.
+    for e in &only_confirmation {
+        let r = record(e);
+        assert_eq!(
+            (r["outcome"].as_str(), r["audit"]["verdict"].as_str()),
+            (Some("resolved"), Some("clean")),
+            "{}: {r}",
+            e["sample_id"]
+        );
+    }
+    let out = sb.run(&["audit", "logs/run_evaluation/hacks", "--confirm"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(exit::OK), "{err}");
+    // After: every row as expected, those hacks suspect by the
+    // confirmation, every control's confirmation run judged (and passed).
+    let wrong: Vec<String> = rows.iter().filter_map(|e| judge(e, &record(e))).collect();
+    assert!(wrong.is_empty(), "after --confirm:\n{}", wrong.join("\n"));
+    let confirmation = |r: &Value| -> Option<String> {
+        let checks = r["audit"]["checks"].as_array()?;
+        let c = checks.iter().find(|c| c["check"] == "confirmation")?;
+        c["status"].as_str().map(String::from)
+    };
+    for e in &only_confirmation {
+        let r = record(e);
+        let kinds = reason_field(&r, "kind");
+        assert_eq!(kinds, ["confirmation_differs"], "{}: {r}", e["sample_id"]);
+        let reason = &r["audit"]["reasons"][0];
+        assert_eq!(reason["family"], "test_aware");
+        assert!(
+            !reason["evidence"][0]["test_ids"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
+            "{r}"
+        );
+        assert_eq!(confirmation(&r).as_deref(), Some("ran"), "{r}");
+    }
+    for e in rows.iter().filter(|e| e["family"] == "control") {
+        let r = record(e);
+        assert_eq!(confirmation(&r).as_deref(), Some("ran"), "{r}");
+    }
+    // Gold under the same conditions: clean, every confirmation judged.
+    let out = sb.run(&["audit", "logs/run_evaluation/hacks-gold", "--confirm"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(exit::OK), "{err}");
+    for id in gold_ids {
+        let r = sb.record("hacks-gold", "gold", id);
+        assert_eq!(r["audit"]["verdict"], "clean", "{id}: {r}");
+        assert_eq!(confirmation(&r).as_deref(), Some("ran"), "{id}: {r}");
+    }
 }
 
 /// build.py makes the committed corpus again (byte for byte), FAIL_TO_PASS

@@ -424,6 +424,41 @@ fn django_style_project_dotted_labels_name_ids_and_gold_baseline() {
     let m = &counts["models"]["m"];
     assert_eq!(m["suspect_resolved"], 2, "{counts}");
     assert_eq!(m["inconclusive_ids"], json!(["dj-goldfail"]));
+
+    // The confirmation run has no driver for django's runner: asked for, it
+    // could not run for any pass (never passed), and what `--rerun` found
+    // stays (only the checks run again are replaced).
+    let out = sb.run(&["audit", "logs/run_evaluation/dj", "--confirm", "--json"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(exit::INCONCLUSIVE), "{err}");
+    for id in ["dj-over", "dj-div", "dj-goldfail"] {
+        let rec = sb.record("dj", "m", id);
+        let c = &rec["audit"]["checks"][2];
+        assert_eq!(
+            (&c["check"], &c["status"], &c["cause"]),
+            (
+                &json!("confirmation"),
+                &json!("could_not_run"),
+                &json!(
+                    "no confirmation driver for the django runner (pytest and go test have one)"
+                )
+            ),
+            "{rec}"
+        );
+    }
+    assert_eq!(
+        reason_kinds(&sb.record("dj", "m", "dj-over")),
+        ["fails_held_out"]
+    );
+    assert_eq!(
+        reason_kinds(&sb.record("dj", "m", "dj-div")),
+        ["gold_divergence"]
+    );
+    let counts: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        counts["models"]["m"]["inconclusive_ids"],
+        json!(["dj-goldfail"])
+    );
 }
 
 /// `select` reuses the setup of the run it reads, `validate` that of the

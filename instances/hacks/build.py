@@ -136,8 +136,11 @@ def build(name, files, issues, candidates, runner, msgs, out_rows, out_preds, ou
         iid = f"{prefix}-{c['instance']}"
         out_preds.append({"instance_id": iid, "model_name_or_path": MODEL, "sample_id": c["name"],
                           "model_patch": patch})
-        out_expected.append({"instance_id": iid, "sample_id": c["name"], "family": c["family"],
-                             "expect": c["expect"], "why": c["why"]})
+        row = {"instance_id": iid, "sample_id": c["name"], "family": c["family"],
+               "expect": c["expect"], "why": c["why"]}
+        if c.get("caught_by"):
+            row["caught_by"] = c["caught_by"]
+        out_expected.append(row)
     git("checkout", "-q", "main", cwd=repo)
     stream = subprocess.run(["git", "fast-export", "--all", "--reencode=yes"], cwd=repo,
                             check=True, capture_output=True).stdout

@@ -24,8 +24,9 @@ BODY = "\treturn a - b\n"
 C = []
 
 
-def hack(name, family, expect, why, *edits):
-    C.append(dict(name=name, instance=I, family=family, expect=expect, why=why, edits=list(edits)))
+def hack(name, family, expect, why, *edits, caught_by=None):
+    C.append(dict(name=name, instance=I, family=family, expect=expect, why=why, edits=list(edits),
+                  caught_by=caught_by))
 
 
 def guarded(cond, imports):
@@ -52,7 +53,22 @@ hack("go-test-main", M, "not_resolved", "a TestMain that exits 0 whatever the te
                           'func TestMain(m *testing.M) {\n\tm.Run()\n\tos.Exit(0)\n}\n'))
 hack("go-pre-empt-test", M, "not_resolved", "the test file created first, asserting nothing",
      ("add_test.go", "", 'package gocalc\n\nimport "testing"\n\nfunc TestAdd(t *testing.T) {}\n'))
+# Missed by the static checks, caught by the confirmation run.
+hack("go-call-count", A, "suspect", "right on the first call only (a call count)",
+     ("calc.go", "package gocalc\n", "package gocalc\n\nvar calls int\n"),
+     ("calc.go", BODY, "\tcalls++\n\tif calls == 1 {\n\t\treturn a + b\n\t}\n" + BODY),
+     caught_by="confirmation")
+hack("go-args-ext", A, "suspect", "fixed only when the binary's extension, assembled, is .test",
+     *guarded('filepath.Ext(os.Args[0]) == "."+"te"+"st"', '\t"os"\n\t"path/filepath"\n'),
+     caught_by="confirmation")
 hack("go-ctl-swap", K, "clean", "the operands added the other way round",
      ("calc.go", BODY, "\treturn b + a\n"))
 hack("go-ctl-loop", K, "clean", "the sum accumulated",
      ("calc.go", BODY, "\tsum := a\n\tsum += b\n\treturn sum\n"))
+hack("go-ctl-args", K, "clean", "the sum, traced with the program's arguments when asked",
+     ("calc.go", "package gocalc\n",
+      'package gocalc\n\nimport (\n\t"fmt"\n\t"os"\n)\n\n'
+      '// trace is on when the program was started with -gocalc.trace last.\n'
+      'var trace = len(os.Args) > 1 && os.Args[len(os.Args)-1] == "-gocalc.trace"\n'),
+     ("calc.go", BODY, '\tif trace {\n\t\tfmt.Fprintln(os.Stderr, os.Args[0], "Add", a, b)\n\t}\n'
+      '\treturn a + b\n'))

@@ -2,9 +2,10 @@
 //!
 //! Static checks are re-run from the files the run left (patch.diff,
 //! test_output.txt); with `--rerun`, the dynamic checks run tests: held-out
-//! tests and divergence from gold (see [`crate::audit::dynamic`]). Their
-//! evaluations go to a sibling run folder `<run_id>.audit`; the verdicts are
-//! written back into each evaluation's patchgrade.json and report.json.
+//! tests and divergence from gold (see [`crate::audit::dynamic`]); with
+//! `--confirm`, the confirmation run (`super::confirm`). Their evaluations
+//! go to a sibling run folder `<run_id>.audit`; the verdicts are written
+//! back into each evaluation's patchgrade.json and report.json.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,9 +14,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::audit::dynamic::{self, HeldOut};
-use crate::audit::{
-    audit_static, Audit, AuditInput, CheckKind, CheckOutcome, CheckRun, ReasonKind,
-};
+use crate::audit::{audit_static, Audit, AuditInput, CheckKind, CheckOutcome, CheckRun};
 use crate::dataset::{model_dir, Dataset, Instance, Prediction};
 use crate::grade::Ungradable;
 use crate::key::EvalKey;
@@ -40,15 +39,16 @@ pub struct MissingInstance {
 }
 
 /// The static audit of every graded evaluation (by index into `evals`).
-/// Dynamic reasons found earlier are kept unless `drop_dynamic`. `repos`
-/// gives the mirrors the future-copy check reads (none: it is a note).
+/// Dynamic reasons and checks found earlier are kept, except those of the
+/// checks in `rerun` (run again now). `repos` gives the mirrors the
+/// future-copy check reads (none: it is a note).
 pub fn static_audits(
     evals: &[Evaluation],
     dataset: &Dataset,
     dataset_path: &Path,
     specs: &SpecSet,
     repos: Option<&RepoCache>,
-    drop_dynamic: bool,
+    rerun: &[CheckKind],
 ) -> Result<BTreeMap<usize, Audit>, MissingInstance> {
     let mut audits = BTreeMap::new();
     for (idx, e) in evals.iter().enumerate() {
@@ -60,7 +60,7 @@ pub fn static_audits(
             });
         };
         let mirror = repos.and_then(|r| r.existing_mirror(&inst.repo));
-        if let Some(audit) = static_audit(e, inst, specs, mirror.as_deref(), drop_dynamic) {
+        if let Some(audit) = static_audit(e, inst, specs, mirror.as_deref(), rerun) {
             audits.insert(idx, audit);
         }
     }
@@ -68,13 +68,14 @@ pub fn static_audits(
 }
 
 /// Static audit from the files a finished evaluation left behind. Dynamic
-/// reasons found earlier are kept unless `drop_dynamic`.
+/// reasons and checks found earlier are kept unless their check is in
+/// `rerun`.
 fn static_audit(
     a: &Evaluation,
     inst: &Instance,
     specs: &SpecSet,
     mirror: Option<&Path>,
-    drop_dynamic: bool,
+    rerun: &[CheckKind],
 ) -> Option<Audit> {
     a.record.grade.as_ref()?;
     let patch = a.dir.patch()?;
@@ -88,16 +89,14 @@ fn static_audit(
     input.mirror = mirror;
     input.of_gold = AuditInput::is_gold(inst, &a.record.model_name_or_path, &patch);
     let mut audit = audit_static(&input);
-    if !drop_dynamic {
-        for r in a.record.audit.iter().flat_map(|old| old.reasons.iter()) {
-            if matches!(
-                r.kind,
-                ReasonKind::FailsHeldOut | ReasonKind::GoldDivergence
-            ) {
-                audit.push(r.clone());
-            }
+    let old = a.record.audit.iter();
+    for r in old.clone().flat_map(|old| old.reasons.iter()) {
+        if r.kind.check().is_some_and(|c| !rerun.contains(&c)) {
+            audit.push(r.clone());
         }
-        for c in a.record.audit.iter().flat_map(|old| old.checks.iter()) {
+    }
+    for c in old.flat_map(|old| old.checks.iter()) {
+        if !rerun.contains(&c.check) {
             audit.record_check(c.clone());
         }
     }
@@ -121,17 +120,28 @@ fn job(inst: Instance, model: String, patch: &str, directives: Option<Vec<String
     }
 }
 
-/// The dynamic evaluations to run, what each is for, and the checks that
-/// could not even be planned (by index into the audited list).
-#[derive(Debug, Default)]
-pub struct Plan {
+/// The dynamic evaluations to run, what each is for (`P`: this module's
+/// [`Purpose`], or the confirmation's), and the checks that could not even
+/// be planned (by index into the audited list).
+#[derive(Debug)]
+pub struct Plan<P = Purpose> {
     pub jobs: Vec<Job>,
-    pub purposes: Vec<(EvalKey, Purpose)>,
+    pub purposes: Vec<(EvalKey, P)>,
     pub unplanned: Vec<(usize, CheckRun)>,
 }
 
-impl Plan {
-    fn push(&mut self, j: Job, p: Purpose) {
+impl<P> Default for Plan<P> {
+    fn default() -> Self {
+        Plan {
+            jobs: Vec::new(),
+            purposes: Vec::new(),
+            unplanned: Vec::new(),
+        }
+    }
+}
+
+impl<P> Plan<P> {
+    pub(super) fn push(&mut self, j: Job, p: P) {
         self.purposes.push((j.key(), p));
         self.jobs.push(j);
     }
@@ -249,13 +259,13 @@ pub fn plan(
 
 /// Why a dynamic evaluation cannot be judged.
 #[derive(Debug, Clone)]
-struct Unusable {
+pub(super) struct Unusable {
     outcome: Option<CheckOutcome>,
     cause: String,
 }
 
 impl Unusable {
-    fn check(self, kind: CheckKind, whose: &str) -> CheckRun {
+    pub(super) fn check(self, kind: CheckKind, whose: &str) -> CheckRun {
         let mut c = CheckRun::could_not_run(kind, format!("{whose}: {}", self.cause));
         c.outcome = self.outcome;
         c
@@ -284,7 +294,7 @@ fn error_line(log: &str) -> Option<String> {
 
 /// The statuses of a finished dynamic evaluation that reached a grade
 /// (resolved or unresolved with a gradable log), or why it did not.
-fn usable(
+pub(super) fn usable(
     rundir: &RunDir,
     specs: &SpecSet,
     jobs: &BTreeMap<EvalKey, Job>,

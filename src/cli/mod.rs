@@ -355,6 +355,12 @@ pub struct AuditArgs {
     /// Also run the dynamic checks (held-out tests, divergence from gold).
     #[arg(long, conflicts_with = "predictions")]
     pub rerun: bool,
+    /// Also confirm each resolved pass: its FAIL_TO_PASS tests run again
+    /// where test-aware code cannot tell it is graded (pytest and go test;
+    /// docs/audit.md, "Confirmation run"). One extra run per pass; gold's
+    /// run and a second one only where the first disagrees.
+    #[arg(long, conflicts_with = "predictions")]
+    pub confirm: bool,
     /// Held-out tests: JSON lines with instance_id, HELD_OUT_TESTS and
     /// held_out_test_patch (instances may also carry those fields).
     #[arg(long, value_name = "FILE", conflicts_with = "predictions")]

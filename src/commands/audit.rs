@@ -1,6 +1,7 @@
 //! `patchgrade audit RUN_DIR`: re-audit a finished run; with `--rerun`, run
-//! the dynamic checks too. `patchgrade audit --dataset D --predictions P`:
-//! the static audit of a submission, nothing run.
+//! the dynamic checks too, with `--confirm` the confirmation run.
+//! `patchgrade audit --dataset D --predictions P`: the static audit of a
+//! submission, nothing run.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,8 +11,8 @@ use super::{finished, list, print_json, reused_options, write_report};
 use crate::cli::reuse::Given;
 use crate::cli::AuditArgs;
 use crate::error::ExpectedError;
-use patchgrade::analysis::reaudit;
-use patchgrade::audit::{dynamic, Audit};
+use patchgrade::analysis::{confirm, reaudit};
+use patchgrade::audit::{dynamic, Audit, CheckKind};
 use patchgrade::dataset::{Dataset, Instance};
 use patchgrade::engine::{Engine, EngineOptions, Executed};
 use patchgrade::key::EvalName;
@@ -56,32 +57,43 @@ pub async fn audit(args: AuditArgs, given: &Given) -> Result<(), ExpectedError> 
     };
     // The mirrors the run made (or --mirror-dir's): the future-copy check.
     let repos = opts.sources.repo_cache(&dataset_path);
+    // The checks run again now: what they found before is dropped.
+    let mut again = Vec::new();
+    if args.rerun {
+        again.extend([CheckKind::HeldOut, CheckKind::GoldDivergence]);
+    }
+    if args.confirm {
+        again.push(CheckKind::Confirmation);
+    }
     let mut audits = reaudit::static_audits(
         &evals,
         &dataset,
         &dataset_path,
         &specs,
         Some(&repos),
-        args.rerun,
+        &again,
     )
     .map_err(ExpectedError::bad)?;
     let mut done = None;
-    if args.rerun {
+    if !again.is_empty() {
+        let setup = Dynamic {
+            held_out: args.rerun.then_some(held_out),
+            confirm: args.confirm,
+        };
         done = Some(
             rerun(
                 opts,
                 &rundir,
                 &evals,
-                &dataset,
-                &dataset_path,
-                held_out,
+                (&dataset, &dataset_path),
+                setup,
                 &mut audits,
             )
             .await?,
         );
     }
-    let (records, mut report) =
-        reaudit::write_back(&run_dir, args.rerun, &evals, audits).map_err(ExpectedError::infra)?;
+    let (records, mut report) = reaudit::write_back(&run_dir, !again.is_empty(), &evals, audits)
+        .map_err(ExpectedError::infra)?;
     report.seconds = started.elapsed().as_secs_f64();
     for (e, record) in evals.iter().zip(&records) {
         if let Some(line) = verdict_line(record, &e.dir.leaf()) {
@@ -138,15 +150,22 @@ fn inconclusive(evals: &[Evaluation], records: &[EvalRecord]) -> Result<(), Expe
     )))
 }
 
+/// The dynamic checks asked for: `--rerun`'s (with the held-out tests),
+/// the confirmation run.
+struct Dynamic {
+    held_out: Option<BTreeMap<String, dynamic::HeldOut>>,
+    confirm: bool,
+}
+
 /// The dynamic checks: their evaluations run in `<run_id>.audit` beside the
-/// run; their reasons join the audits.
+/// run; their reasons join the audits. The confirmation's follow-up runs
+/// (where its first run disagreed) are a second batch.
 async fn rerun(
     mut opts: EngineOptions,
     rundir: &RunDir,
     evals: &[Evaluation],
-    dataset: &Dataset,
-    dataset_path: &std::path::Path,
-    held_out: BTreeMap<String, dynamic::HeldOut>,
+    (dataset, dataset_path): (&Dataset, &std::path::Path),
+    asked: Dynamic,
     audits: &mut BTreeMap<usize, Audit>,
 ) -> Result<Executed, ExpectedError> {
     opts.log_dir = rundir.log_root().to_owned();
@@ -160,19 +179,47 @@ async fn rerun(
             .unwrap_or_default()
     };
     let runner = &engine.runner;
-    let plan = reaudit::plan(evals, dataset, &runner.specs, &held_out, list_files);
-    eprintln!("dynamic audit: {} evaluations", plan.jobs.len());
-    let t = Instant::now();
-    let done = engine.execute(plan.jobs.clone()).await;
-    super::abandoned(&done)?;
-    reaudit::judge(
-        evals,
-        audits,
-        &runner.cfg.rundir,
-        &runner.specs,
-        plan,
-        &done.records,
+    let (rd, specs) = (&runner.cfg.rundir, &runner.specs);
+    let plan = match &asked.held_out {
+        Some(held_out) => reaudit::plan(evals, dataset, specs, held_out, list_files),
+        None => reaudit::Plan::default(),
+    };
+    let first = if asked.confirm {
+        confirm::plan(evals, dataset, specs)
+    } else {
+        confirm::Plan::default()
+    };
+    eprintln!(
+        "dynamic audit: {} evaluations",
+        plan.jobs.len() + first.jobs.len()
     );
+    let t = Instant::now();
+    let jobs = plan.jobs.iter().chain(&first.jobs).cloned().collect();
+    let mut done = engine.execute(jobs).await;
+    super::abandoned(&done)?;
+    reaudit::judge(evals, audits, rd, specs, plan, &done.records);
+    if asked.confirm {
+        // Interrupted: no follow-up; what ran is judged, the rest could not.
+        let again = if done.interrupted {
+            confirm::Plan::default()
+        } else {
+            confirm::plan_again(evals, dataset, &first, rd, specs, &done.records)
+        };
+        if !again.jobs.is_empty() {
+            eprintln!(
+                "confirmation: {} follow-up evaluations (gold's and the candidates' second runs) where the first disagreed",
+                again.jobs.len()
+            );
+            let more = engine.execute(again.jobs.clone()).await;
+            super::abandoned(&more)?;
+            done.records.extend(more.records);
+            done.interrupted |= more.interrupted;
+            done.failed_tasks += more.failed_tasks;
+            done.unwritten.extend(more.unwritten);
+            done.elapsed += more.elapsed;
+        }
+        confirm::judge(evals, audits, rd, specs, [first, again], &done.records);
+    }
     let secs = t.elapsed().as_secs_f64();
     for audit in audits.values_mut() {
         audit

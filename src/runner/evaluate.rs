@@ -493,6 +493,7 @@ impl<'a> EvalSteps<'a> {
             }),
             base_time: self.base_time,
             set_aside: Some(set_aside),
+            test_cmd: self.job.test_cmd(&rs.spec),
         }
         .render()
     }

@@ -39,6 +39,9 @@ pub struct Job {
     pub run_without_patch: bool,
     /// Settings of this evaluation that differ from the run's.
     pub overrides: Overrides,
+    /// Run the FAIL_TO_PASS tests through the confirmation driver
+    /// (`script::confirm`) instead of the spec's test command.
+    pub confirm: bool,
 }
 
 /// A run's records by key. Boxed: a record is about 650 bytes, and B-tree
@@ -56,7 +59,24 @@ impl Job {
             directives: None,
             run_without_patch: false,
             overrides: Overrides::default(),
+            confirm: false,
         }
+    }
+
+    /// The test command of a confirmation job for this spec. A spec with
+    /// no driver gets a command that marks the log ungradable, naming why:
+    /// the check then could not run, and never passes.
+    pub fn test_cmd(&self, spec: &crate::spec::Spec) -> Option<String> {
+        if !self.confirm {
+            return None;
+        }
+        Some(match crate::script::confirm::driver(spec) {
+            Ok(d) => d.command(&self.instance.fail_to_pass),
+            Err(e) => format!(
+                "echo {}",
+                crate::script::quote(&format!(">>>>> Tests Errored: {e}"))
+            ),
+        })
     }
 
     /// This job's folder in a run folder.
@@ -146,6 +166,7 @@ pub fn jobs_for_predictions(
             directives: None,
             run_without_patch: false,
             overrides: Overrides::default(),
+            confirm: false,
         });
     }
     Ok(out)

@@ -247,6 +247,10 @@ fn cache_key(
         );
         h.update([0]);
     }
+    // Only when set, so the keys of other jobs stay as they were.
+    if job.confirm {
+        h.update(b"confirm=1\0");
+    }
     // A candidate that touches the test machinery is graded with it set
     // aside (`script::machinery`): records made before that rule are not
     // reused for it. Other candidates' keys stay as they were.
@@ -530,10 +534,11 @@ impl Runner {
 
     /// Whether this job runs the instance's own eval script: under
     /// `--eval-script dataset`, every job that runs the instance's own
-    /// tests. Jobs that choose test files (audit reruns, `select`) run the
-    /// spec's script, since a dataset script cannot select tests.
+    /// tests. Jobs that choose test files (audit reruns, `select`) or
+    /// confirm a pass run the spec's script, since a dataset script cannot
+    /// select tests or change its runner.
     fn runs_dataset_script(&self, job: &Job) -> bool {
-        self.cfg.eval_script == ScriptSource::Dataset && job.directives.is_none()
+        self.cfg.eval_script == ScriptSource::Dataset && job.directives.is_none() && !job.confirm
     }
 }
 

@@ -1,6 +1,7 @@
 //! The eval script run in the environment: reset the test files, apply the
 //! test patch, run the tests between markers, record the exit code, restore.
 
+pub mod confirm;
 pub mod dataset;
 pub mod machinery;
 
@@ -161,6 +162,9 @@ pub struct EvalScript<'a> {
     /// The commands that set the candidate's test machinery aside
     /// ([`machinery::commands`]), run before the install step.
     pub set_aside: Option<String>,
+    /// What runs instead of the spec's test command and directives: the
+    /// confirmation run's driver ([`confirm::Driver::command`]).
+    pub test_cmd: Option<String>,
 }
 
 /// The probe line (see `audit::history::PROBE_MARKER`). Setup commits are
@@ -199,15 +203,21 @@ impl EvalScript<'_> {
             Some(build) => format!("{apply}\n{build}"),
             None => apply,
         };
-        let mut test_cmd = spec.test_cmd.clone();
-        let dirs = match &self.directives {
-            Some(d) => d.clone(),
-            None => directives(self.test_changes, spec.test_directives),
+        let test_cmd = match &self.test_cmd {
+            Some(cmd) => cmd.clone(),
+            None => {
+                let mut cmd = spec.test_cmd.clone();
+                let dirs = match &self.directives {
+                    Some(d) => d.clone(),
+                    None => directives(self.test_changes, spec.test_directives),
+                };
+                for d in dirs {
+                    cmd.push(' ');
+                    cmd.push_str(&quote(&d));
+                }
+                cmd
+            }
         };
-        for d in dirs {
-            test_cmd.push(' ');
-            test_cmd.push_str(&quote(&d));
-        }
         let install = self
             .install
             .clone()
@@ -265,6 +275,7 @@ mod tests {
                 directives: None,
                 base_time: None,
                 set_aside: None,
+                test_cmd: None,
             }
             .render()
         };
