@@ -12,6 +12,10 @@
 mod common;
 #[path = "swarm/harness.rs"]
 mod harness;
+#[path = "swarm/serve.rs"]
+mod serve;
+#[path = "serve/server.rs"]
+mod server;
 
 use patchgrade::exit;
 use std::process::{Child, Command, Output, Stdio};
@@ -211,11 +215,24 @@ fn one_node(w: &Widgets) -> OneNode {
         LISTEN_PORT,
         w.sb.path().join("listener.out"),
     );
-    let engine = Engine::start(
-        &ns1,
-        std::env::temp_dir().join(format!("pgsw-{t}-e1")),
-        &["--default-address-pool", "base=10.237.0.0/16,size=24"],
-    );
+    let engine = manager(w, &ns1, &format!("pgsw-{t}-e1"), &[]);
+    let registry = Registry::start(&ns1, &w.sb.path().join("registry"), REGISTRY);
+    OneNode {
+        engine,
+        _registry: registry,
+        listener,
+        ns1,
+        _ns2: ns2,
+    }
+}
+
+/// A private engine in `ns` (folder `dir` under the temporary folder),
+/// the manager of a new swarm advertised on 10.234.0.1, with the images
+/// of `images.tar` loaded; `extra`: more dockerd flags.
+fn manager(w: &Widgets, ns: &Netns, dir: &str, extra: &[&str]) -> Engine {
+    let mut flags = vec!["--default-address-pool", "base=10.237.0.0/16,size=24"];
+    flags.extend_from_slice(extra);
+    let engine = Engine::start(ns, std::env::temp_dir().join(dir), &flags);
     engine.docker_ok(&[
         "swarm",
         "init",
@@ -228,13 +245,69 @@ fn one_node(w: &Widgets) -> OneNode {
     ]);
     let tar = w.sb.path().join("images.tar");
     engine.docker_ok(&["load", "-i", tar.to_str().unwrap()]);
-    let registry = Registry::start(&ns1, &w.sb.path().join("registry"), REGISTRY);
-    OneNode {
-        engine,
+    engine
+}
+
+/// The registry of the two-node swarm, on the manager's veth address.
+const REGISTRY2: &str = "10.234.0.1:15001";
+
+/// A swarm of two nodes: the manager `e1` (namespace 1, 10.234.0.1, with
+/// the images of `images.tar` and the registry [`REGISTRY2`]) and the
+/// worker `e2` (namespace 2, 10.234.0.2, no image), joined over a veth
+/// pair. Dropped in field order: registry, worker, manager, namespaces.
+struct TwoNodes {
+    _registry: Registry,
+    e2: Engine,
+    e1: Engine,
+    _ns2: Netns,
+    _ns1: Netns,
+}
+
+fn two_nodes(w: &Widgets) -> TwoNodes {
+    let t = tag();
+    let ns1 = Netns::new(&format!("pgsw{t}m1"));
+    let ns2 = Netns::new(&format!("pgsw{t}m2"));
+    link(&ns1, "10.234.0.1", &ns2, "10.234.0.2");
+    let e1 = manager(
+        w,
+        &ns1,
+        &format!("pgsw-{t}-m1"),
+        &["--insecure-registry", REGISTRY2],
+    );
+    let e2 = Engine::start(
+        &ns2,
+        std::env::temp_dir().join(format!("pgsw-{t}-m2")),
+        &[
+            "--default-address-pool",
+            "base=10.239.0.0/16,size=24",
+            "--insecure-registry",
+            REGISTRY2,
+        ],
+    );
+    let token = e1.docker_ok(&["swarm", "join-token", "-q", "worker"]);
+    e2.docker_ok(&[
+        "swarm",
+        "join",
+        "--token",
+        &token,
+        "--advertise-addr",
+        "10.234.0.2",
+        "--listen-addr",
+        "10.234.0.2:2377",
+        "10.234.0.1:2377",
+    ]);
+    assert_eq!(
+        e2.docker_ok(&["images", "-q"]),
+        "",
+        "the worker starts with no image"
+    );
+    let registry = Registry::start(&ns1, &w.sb.path().join("registry"), REGISTRY2);
+    TwoNodes {
         _registry: registry,
-        listener,
-        ns1,
+        e2,
+        e1,
         _ns2: ns2,
+        _ns1: ns1,
     }
 }
 
@@ -410,62 +483,8 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
     w.sb.write("slow-preds.jsonl", &jsonl(&preds));
     docker_reference(&w);
 
-    let t = tag();
-    let registry = "10.234.0.1:15001";
-    let ns1 = Netns::new(&format!("pgsw{t}m1"));
-    let ns2 = Netns::new(&format!("pgsw{t}m2"));
-    link(&ns1, "10.234.0.1", &ns2, "10.234.0.2");
-    let e1 = Engine::start(
-        &ns1,
-        std::env::temp_dir().join(format!("pgsw-{t}-m1")),
-        &[
-            "--default-address-pool",
-            "base=10.237.0.0/16,size=24",
-            "--insecure-registry",
-            registry,
-        ],
-    );
-    e1.docker_ok(&[
-        "swarm",
-        "init",
-        "--advertise-addr",
-        "10.234.0.1",
-        "--listen-addr",
-        "10.234.0.1:2377",
-        "--default-addr-pool",
-        "10.238.0.0/16",
-    ]);
-    let tar = w.sb.path().join("images.tar");
-    e1.docker_ok(&["load", "-i", tar.to_str().unwrap()]);
-    let mut e2 = Engine::start(
-        &ns2,
-        std::env::temp_dir().join(format!("pgsw-{t}-m2")),
-        &[
-            "--default-address-pool",
-            "base=10.239.0.0/16,size=24",
-            "--insecure-registry",
-            registry,
-        ],
-    );
-    let token = e1.docker_ok(&["swarm", "join-token", "-q", "worker"]);
-    e2.docker_ok(&[
-        "swarm",
-        "join",
-        "--token",
-        &token,
-        "--advertise-addr",
-        "10.234.0.2",
-        "--listen-addr",
-        "10.234.0.2:2377",
-        "10.234.0.1:2377",
-    ]);
-    assert_eq!(
-        e2.docker_ok(&["images", "-q"]),
-        "",
-        "the worker starts with no image"
-    );
-    let _registry = Registry::start(&ns1, &w.sb.path().join("registry"), registry);
-    let host = e1.sock.clone();
+    let mut s = two_nodes(&w);
+    let (e1, registry, host) = (&s.e1, REGISTRY2, s.e1.sock.clone());
 
     // The four instances on two nodes: the same verdicts as docker, run on
     // both nodes; the worker pulled its image by digest.
@@ -488,7 +507,7 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
         }
     }
     assert_eq!(nodes.len(), 2, "evaluations on both nodes: {nodes:?}");
-    let pulled = e2.docker_ok(&[
+    let pulled = s.e2.docker_ok(&[
         "images",
         "--digests",
         "--format",
@@ -509,7 +528,8 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
     workers(&mut a, "4");
     let mut child = pg_spawn(&w.sb, &host, &a, "leave.stderr");
     let t0 = Instant::now();
-    while e2
+    while s
+        .e2
         .docker_ok(&["ps", "-q", "--filter", "label=patchgrade.swarm"])
         .is_empty()
     {
@@ -520,19 +540,19 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
         assert!(child.try_wait().unwrap().is_none(), "run ended early");
         std::thread::sleep(Duration::from_millis(200));
     }
-    e2.stop();
+    s.e2.stop();
     let st = wait_exit(&mut child, Duration::from_secs(400));
     let stderr = std::fs::read_to_string(w.sb.path().join("leave.stderr")).unwrap();
     eprintln!("--- run with a node leaving ---\n{stderr}");
     assert!(st.success(), "run with a node leaving: {st}");
     // Some evaluation was lost with the node and retried.
     assert!(stderr.contains("infra error, retrying once"), "no retry");
-    let manager = e1.docker_ok(&["info", "--format", "{{.Swarm.NodeID}}"]);
+    let manager_id = e1.docker_ok(&["info", "--format", "{{.Swarm.NodeID}}"]);
     for id in &ids {
         assert_eq!(w.sb.outcome("leave", "m", id), "resolved", "{id}");
         let node = node_of(&w.sb, "leave", id);
         assert!(
-            manager.starts_with(node.rsplit('/').next().unwrap()),
+            manager_id.starts_with(node.rsplit('/').next().unwrap()),
             "{id} ran on {node}"
         );
     }

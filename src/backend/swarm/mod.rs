@@ -258,6 +258,17 @@ impl SwarmBackend {
         Ok(SwarmEnv { image, reference })
     }
 
+    /// Start of a run (or of `serve`): the image engine connects, then the
+    /// manager is checked and what killed runs of this host left (services,
+    /// configs, networks) is removed, before any evaluation. A failure is
+    /// logged here and met again, as the evaluations' error, at first use.
+    pub async fn start(&self) {
+        self.docker.start().await;
+        if let Err(e) = self.docker().await {
+            tracing::warn!("the swarm at the start: {e}");
+        }
+    }
+
     /// The node that ran the evaluation in `ws`, once.
     pub fn placement(&self, ws: &super::Workspace) -> Option<String> {
         locked(&self.placed).remove(&ws.root)
