@@ -18,7 +18,9 @@ Prints, per round (--rounds, each with its own `run` and service):
     (the record's timings.total), p50 and p99; and where it goes, from the
     timestamps of run_instance.log: "dispatch" (acknowledged to the
     evaluation's first line) and "after" (its outcome line to the result
-    at the client: the record's writes, synced, then the answer);
+    at the client), split at the record's rename (its ctime) into
+    "written" (the logs and the record written and synced) and "answer"
+    (the service's wake-up and reply, and the client);
   - the load average (1 min) at the start and end of each phase;
   - with --soak N: N submissions of empty patches (each a real evaluation
     ending empty_patch, a record written) through a bounded queue, with the
@@ -200,7 +202,7 @@ def phases(a, preds, batch, client, srv, load, folder):
 
     # Added latency: one at a time, new samples; where it goes, from the
     # log's timestamps (wall clock, as time.time()).
-    added, dispatch, after = [], [], []
+    added, dispatch, after, written, answer = [], [], [], [], []
     for i in range(a.latency_samples):
         p = preds[i % len(preds)]
         sub = client.submit(p["instance_id"], p.get("model_patch"), p["model_name_or_path"], f"lat{i}")
@@ -209,13 +211,20 @@ def phases(a, preds, batch, client, srv, load, folder):
         t_done, w_done = time.monotonic(), time.time()
         own = (r.record or {}).get("timings", {}).get("total", 0.0)
         added.append(max(0.0, (t_done - t_ack) - own) * 1000)
-        first, last = log_times(os.path.join(folder, p["model_name_or_path"], f"{p['instance_id']}@lat{i}"))
+        eval_dir = os.path.join(folder, p["model_name_or_path"], f"{p['instance_id']}@lat{i}")
+        first, last = log_times(eval_dir)
+        # The record's rename (after its fsync) sets its ctime: the file
+        # system's coarse clock, a few ms.
+        durable = os.stat(os.path.join(eval_dir, "patchgrade.json")).st_ctime_ns / 1e9
         dispatch.append((first - w_ack) * 1000)
         after.append((w_done - last) * 1000)
+        written.append((durable - last) * 1000)
+        answer.append((w_done - durable) * 1000)
     load.append(os.getloadavg()[0])
     return {
         "serve_secs": serve_secs, "batch_secs": batch_secs, "added": added,
-        "dispatch": dispatch, "after": after, "peak": rss_kb(srv.pid, "VmHWM"),
+        "dispatch": dispatch, "after": after, "written": written, "answer": answer,
+        "peak": rss_kb(srv.pid, "VmHWM"),
     }
 
 
@@ -237,6 +246,9 @@ def report(a, preds, batch, run_secs, m, load, k):
     print(f"  of which: dispatch (ack -> first log line) p50 {pct(m['dispatch'], 50):.1f} ms, "
           f"after (outcome line -> result at client) p50 {pct(m['after'], 50):.1f} ms  "
           f"p99 {pct(m['after'], 99):.1f} ms")
+    print(f"  after = written (outcome line -> record renamed, synced) p50 {pct(m['written'], 50):.1f} ms  "
+          f"p99 {pct(m['written'], 99):.1f} ms + answer (-> result at client) p50 {pct(m['answer'], 50):.1f} ms  "
+          f"p99 {pct(m['answer'], 99):.1f} ms")
     print(f"serve peak RSS: {m['peak'] / 1024:.1f} MiB", flush=True)
 
 

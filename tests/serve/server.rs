@@ -164,7 +164,7 @@ impl Server {
 
     /// Wait until the evaluation ends; its status.
     pub fn wait(&self, id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(300);
+        let deadline = Instant::now() + Duration::from_secs(900);
         loop {
             let a = self.call(
                 "GET",

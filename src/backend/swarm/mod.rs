@@ -160,6 +160,9 @@ pub struct SwarmBackend {
     /// Registry references by local image id, pushed once per run.
     pushed: Mutex<HashMap<String, String>>,
     push_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Each layer pushed in this run (true once in the registry); held
+    /// while a push sends it.
+    layer_gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<bool>>>>,
     /// Services and configs alive now, removed by `kill_running`.
     live: Live<objects::Object>,
     /// Services removed in this run, whose task containers the nodes
@@ -223,6 +226,7 @@ impl SwarmBackend {
             },
             pushed: Mutex::default(),
             push_locks: Mutex::default(),
+            layer_gates: Mutex::default(),
             live: Arc::default(),
             removed: Arc::default(),
             placed: Mutex::default(),
