@@ -21,6 +21,10 @@ Prints, per round (--rounds, each with its own `run` and service):
     at the client), split at the record's rename (its ctime) into
     "written" (the logs and the record written and synced) and "answer"
     (the service's wake-up and reply, and the client);
+  - how busy the workers were in each phase: the evaluations' own seconds
+    (their records' timings.total) over workers x the phase's seconds; the
+    rest is time between evaluations (dispatch, the records' writes, no
+    work at hand), whatever the machine's speed;
   - the load average (1 min) at the start and end of each phase;
   - with --soak N: N submissions of empty patches (each a real evaluation
     ending empty_patch, a record written) through a bounded queue, with the
@@ -159,7 +163,28 @@ def measure(a, preds, batch, run_secs, load, start, stop, k, logs):
         measured = phases(a, preds, batch, client, srv, load, os.path.join(logs, run_id))
     finally:
         stop(srv)
+    measured["busy"] = [busy(os.path.join(logs, f"bench-run{k}"), r"r\d+"),
+                        busy(os.path.join(logs, run_id), r"r\d+"), busy(os.path.join(logs, run_id), r"br\d+")]
     report(a, preds, batch, run_secs, measured, load, k)
+
+
+def busy(folder, samples):
+    """Seconds the evaluations of `samples` (a regex of sample ids) took by
+    their records (timings.total), copies of identical patches left out."""
+    total = 0.0
+    for model in os.listdir(folder):
+        if not os.path.isdir(os.path.join(folder, model)) or model.startswith("."):
+            continue
+        for name in os.listdir(os.path.join(folder, model)):
+            record = os.path.join(folder, model, name, "patchgrade.json")
+            if "@" not in name or not re.fullmatch(samples, name.rsplit("@", 1)[1]) \
+                    or not os.path.exists(record):
+                continue
+            with open(record) as f:
+                r = json.load(f)
+            if not r.get("evaluated_as"):
+                total += r.get("timings", {}).get("total", 0.0)
+    return total
 
 
 def log_times(eval_dir):
@@ -235,11 +260,19 @@ def report(a, preds, batch, run_secs, m, load, k):
           f"workers {a.workers}, backend {a.backend}")
     print(f"load average (1 min) at: run {load[0]:.1f} -> {load[1]:.1f}; clients -> {load[2]:.1f}; "
           f"batch -> {load[3]:.1f}; latency -> {load[4]:.1f}")
+    # Busy: the evaluations' own seconds over the workers' seconds in the
+    # phase; what is not busy is the time between evaluations (dispatch,
+    # writes, waiting for work), whatever the machine's speed.
+    run_busy, clients_busy, batch_busy = m["busy"]
     print(f"run:   {wall:7.2f} s  {n / wall:6.2f} eval/s  (the command; its evaluation phase {phase:.2f} s, "
-          f"{n / phase:.2f} eval/s)")
-    for name, secs in ((f"{a.clients} clients", m["serve_secs"]), ("one batch request", m["batch_secs"])):
+          f"{n / phase:.2f} eval/s, busy {100 * run_busy / (phase * a.workers):.1f}%)")
+    for name, secs, used in ((f"{a.clients} clients", m["serve_secs"], clients_busy),
+                             ("one batch request", m["batch_secs"], batch_busy)):
         print(f"serve: {secs:7.2f} s  {n / secs:6.2f} eval/s  ({name})  = {100 * wall / secs:5.1f}% of run's "
-              f"throughput, {100 * phase / secs:5.1f}% of its evaluation phase's")
+              f"throughput, {100 * phase / secs:5.1f}% of its evaluation phase's, "
+              f"busy {100 * used / (secs * a.workers):.1f}%")
+    print(f"evaluations' own seconds: run {run_busy:.1f}, serve {clients_busy:.1f} ({a.clients} clients), "
+          f"{batch_busy:.1f} (one batch)")
     added = m["added"]
     print(f"added latency (ack -> result at client - evaluation's own time), {len(added)} sequential: "
           f"p50 {pct(added, 50):.1f} ms  p99 {pct(added, 99):.1f} ms")
