@@ -102,7 +102,8 @@ def main():
             patch = p.get("model_patch")
             if patch and patch.strip():
                 patch = patch + "\n" * r
-            batch.append(dict(p, model_patch=patch, sample_id=f"r{r}"))
+            own = p.get("sample_id")
+            batch.append(dict(p, model_patch=patch, sample_id=f"{own}-r{r}" if own else f"r{r}"))
     batch_file = os.path.join(work, "batch.jsonl")
     with open(batch_file, "w") as f:
         for p in batch:
@@ -163,13 +164,14 @@ def measure(a, preds, batch, run_secs, load, start, stop, k, logs):
         measured = phases(a, preds, batch, client, srv, load, os.path.join(logs, run_id))
     finally:
         stop(srv)
-    measured["busy"] = [busy(os.path.join(logs, f"bench-run{k}"), r"r\d+"),
-                        busy(os.path.join(logs, run_id), r"r\d+"), busy(os.path.join(logs, run_id), r"br\d+")]
+    measured["busy"] = [busy(os.path.join(logs, f"bench-run{k}"), False),
+                        busy(os.path.join(logs, run_id), False), busy(os.path.join(logs, run_id), True)]
     report(a, preds, batch, run_secs, measured, load, k)
 
 
-def busy(folder, samples):
-    """Seconds the evaluations of `samples` (a regex of sample ids) took by
+def busy(folder, batch):
+    """Seconds the evaluations of the batch (`batch`: the one-request phase's
+    samples, `b-…`; else the others, but the latency phase's `lat…`) took by
     their records (timings.total), copies of identical patches left out."""
     total = 0.0
     for model in os.listdir(folder):
@@ -177,7 +179,8 @@ def busy(folder, samples):
             continue
         for name in os.listdir(os.path.join(folder, model)):
             record = os.path.join(folder, model, name, "patchgrade.json")
-            if "@" not in name or not re.fullmatch(samples, name.rsplit("@", 1)[1]) \
+            sample = name.rsplit("@", 1)[-1]
+            if "@" not in name or sample.startswith("lat") or sample.startswith("b-") != batch \
                     or not os.path.exists(record):
                 continue
             with open(record) as f:
@@ -218,7 +221,7 @@ def phases(a, preds, batch, client, srv, load, folder):
 
     # The same evaluations again as one batch request (new sample ids).
     keys = ("instance_id", "model_name_or_path", "model_patch", "sample_id")
-    again = [dict({k: p[k] for k in keys}, sample_id="b" + p["sample_id"]) for p in batch]
+    again = [dict({k: p[k] for k in keys}, sample_id="b-" + p["sample_id"]) for p in batch]
     t = time.monotonic()
     for r in client.submit_many(again):
         assert client.wait(r).state == "finished"

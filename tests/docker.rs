@@ -80,7 +80,6 @@ fn image_id(name: &str) -> Option<String> {
 
 const LEGACY: &str = "OLD = True\n";
 
-const UNITTEST_SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
 const PYTEST_SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    pip_packages: [pytest]\n    test_cmd: pytest -rA -p no:cacheprovider\n    log_parser: pytest\n";
 
 /// The widgets fixture with one more file, for a candidate to delete.
@@ -449,13 +448,7 @@ fn docker_namespace_images_from_a_local_registry() {
     assert_eq!(out.status.code(), Some(exit::OK));
     let rec = w.record("build", "m", &id);
     assert_eq!(rec["outcome"], "resolved", "{rec}");
-    let local = rec["environment"]
-        .as_str()
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .to_string();
+    let local = image_of(&rec);
 
     // A registry on loopback, and the image pushed under the reference's name.
     let Some(registry) = LoopbackRegistry::start(&w.sb.path().join("registry")) else {

@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::shapes::{shapes, Shapes};
-use common::widgets::Widgets;
+use common::widgets::{Widgets, UNITTEST_SPEC};
 use common::{docker_ready, jsonl, project_root};
 use patchgrade::exit;
 use serde_json::{json, Value};
@@ -152,8 +152,7 @@ fn submit_wait_idempotency_cancel_and_the_folder_report_reads() {
     }
     assert!(srv.call("GET", "/openapi.json", None).body["paths"]["/v1/evaluations"].is_object());
 
-    srv.signal("-TERM");
-    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
+    srv.terminate(0);
     let out = sb.run(&["report", "logs/run_evaluation/svc"]);
     assert_eq!(out.status.code(), Some(exit::OK));
 }
@@ -343,13 +342,7 @@ fn sigterm_finishes_what_runs_keeps_the_queue_and_exits_0() {
     let running = id(&srv.submit(&item("s-gold", &slow_patch(4))));
     srv.until(&running, "running");
     let queued = id(&srv.submit(&item("s-gold", &gold)));
-    srv.signal("-TERM");
-    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
-    assert!(
-        srv.log().contains("1 evaluations stay queued"),
-        "{}",
-        srv.log()
-    );
+    srv.terminate(1);
     let folder = sb.path().join("logs/run_evaluation/svc/m");
     let finished: Vec<_> = std::fs::read_dir(&folder)
         .unwrap()
@@ -429,8 +422,7 @@ fn docker_serve_grades_in_containers_and_leaves_none() {
     if !docker_ready("docker_serve_grades_in_containers_and_leaves_none") {
         return;
     }
-    let spec = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
-    let w = Widgets::new(spec, &[]);
+    let w = Widgets::new(UNITTEST_SPEC, &[]);
     w.sb.write("dataset.jsonl", &jsonl(&[w.row("w-svc")]));
     let mut srv = Server::launch(&w.sb, &["--backend", "docker", "--base-image", "none"], &[]);
     let gold = srv.wait(&id(&srv.submit(&item("w-svc", &w.gold))));
@@ -457,8 +449,7 @@ fn docker_serve_grades_in_containers_and_leaves_none() {
         .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
         .sum();
     assert!(hits >= 1, "{m}");
-    srv.signal("-TERM");
-    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
+    srv.terminate(0);
     let left = Command::new("docker")
         .args(["ps", "-a", "-q", "--filter", "label=patchgrade.run_id=svc"])
         .output()

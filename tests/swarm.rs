@@ -19,7 +19,7 @@ mod server;
 
 use patchgrade::exit;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::widgets::*;
@@ -27,8 +27,6 @@ use common::*;
 use harness::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-const UNITTEST_SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
 
 /// The address and port of the listener the tasks must not reach.
 const LISTEN_ADDR: &str = "10.234.0.2";
@@ -102,14 +100,15 @@ fn run_args<'a>(dataset: &'a str, run_id: &'a str, backend: &'a str) -> Vec<&'a 
         "mirrors",
         "--max-workers",
         "2",
-        "--base-image",
-        "none",
-        "--cpus",
-        "0.5",
-        "--memory",
-        "512m",
     ]
+    .into_iter()
+    .chain(LIMITS)
+    .collect()
 }
+
+/// What every evaluation here runs with: the bootstrapped root (no pull),
+/// half a CPU, 512 MB.
+const LIMITS: [&str; 6] = ["--base-image", "none", "--cpus", "0.5", "--memory", "512m"];
 
 /// The widgets fixture as four instances (gold, wrong, empty, and a test
 /// that must not reach the listener), and a fifth that hangs, in its own
@@ -204,11 +203,19 @@ struct OneNode {
     _ns2: Netns,
 }
 
+/// Namespaces `pgsw<tag><prefix>1` (10.234.0.1) and `…2` (`second`),
+/// joined by a veth pair.
+fn linked_pair(prefix: &str, second: &str) -> (Netns, Netns) {
+    let t = tag();
+    let ns1 = Netns::new(&format!("pgsw{t}{prefix}1"));
+    let ns2 = Netns::new(&format!("pgsw{t}{prefix}2"));
+    link(&ns1, "10.234.0.1", &ns2, second);
+    (ns1, ns2)
+}
+
 fn one_node(w: &Widgets) -> OneNode {
     let t = tag();
-    let ns1 = Netns::new(&format!("pgsw{t}n1"));
-    let ns2 = Netns::new(&format!("pgsw{t}n2"));
-    link(&ns1, "10.234.0.1", &ns2, LISTEN_ADDR);
+    let (ns1, ns2) = linked_pair("n", LISTEN_ADDR);
     let listener = Listener::start(
         &ns2,
         LISTEN_ADDR,
@@ -265,9 +272,7 @@ struct TwoNodes {
 
 fn two_nodes(w: &Widgets) -> TwoNodes {
     let t = tag();
-    let ns1 = Netns::new(&format!("pgsw{t}m1"));
-    let ns2 = Netns::new(&format!("pgsw{t}m2"));
-    link(&ns1, "10.234.0.1", &ns2, "10.234.0.2");
+    let (ns1, ns2) = linked_pair("m", "10.234.0.2");
     let e1 = manager(
         w,
         &ns1,
@@ -344,14 +349,23 @@ fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     }
 }
 
-#[test]
-fn swarm_single_node_matches_docker_and_leaves_nothing() {
-    if !ready("swarm_single_node_matches_docker_and_leaves_nothing") {
-        return;
+/// What every test here starts with, when its needs are met: the lock
+/// that runs them one at a time, and the fixture with docker's verdicts.
+fn prepared(test: &str) -> Option<(MutexGuard<'static, ()>, Widgets)> {
+    if !ready(test) {
+        return None;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let w = fixture();
     docker_reference(&w);
+    Some((serial, w))
+}
+
+#[test]
+fn swarm_single_node_matches_docker_and_leaves_nothing() {
+    let Some((_serial, w)) = prepared("swarm_single_node_matches_docker_and_leaves_nothing") else {
+        return;
+    };
     let c = one_node(&w);
     let host = c.engine.sock.clone();
 
@@ -460,11 +474,10 @@ fn node_of(sb: &Sandbox, run_id: &str, id: &str) -> String {
 
 #[test]
 fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
-    if !ready("swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving") {
+    let Some((_serial, w)) = prepared("swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving")
+    else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let w = fixture();
+    };
     // Instances slow enough that the second node is stopped while it runs
     // some of them.
     let slow = w.tests_adding(
@@ -481,7 +494,6 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
         .map(|id| prediction(id, "m", Some(&w.gold)))
         .collect();
     w.sb.write("slow-preds.jsonl", &jsonl(&preds));
-    docker_reference(&w);
 
     let mut s = two_nodes(&w);
     let (e1, registry, host) = (&s.e1, REGISTRY2, s.e1.sock.clone());

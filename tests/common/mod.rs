@@ -474,3 +474,12 @@ pub fn tagged_ancestors(image: &str) -> Vec<String> {
     }
     names
 }
+
+/// The image name in a Docker record's `environment` ("image NAME ID…").
+pub fn image_of(record: &Value) -> String {
+    let env = record["environment"].as_str().unwrap_or_default();
+    env.split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string()
+}

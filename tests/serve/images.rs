@@ -66,8 +66,7 @@ fn docker_serve_counts_delta_and_namespace_instance_images() {
     if !docker_ready("docker_serve_counts_delta_and_namespace_instance_images") {
         return;
     }
-    let spec = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
-    let w = Widgets::new(spec, &[]);
+    let w = Widgets::new(UNITTEST_SPEC, &[]);
     // The fixture's commit dated 200 days back, and the base a commit of
     // now on it: its instance image is a delta over the older one's
     // snapshot.
@@ -76,7 +75,11 @@ fn docker_serve_counts_delta_and_namespace_instance_images() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    git(&repo, &["commit", "-q", "--amend", "--no-edit"], Some(now - 200 * 86400));
+    git(
+        &repo,
+        &["commit", "-q", "--amend", "--no-edit"],
+        Some(now - 200 * 86400),
+    );
     std::fs::write(repo.join("NOTES"), "notes\n").unwrap();
     git(&repo, &["add", "NOTES"], None);
     git(&repo, &["commit", "-q", "-m", "base"], Some(now));
@@ -101,13 +104,7 @@ fn docker_serve_counts_delta_and_namespace_instance_images() {
     assert_eq!(gold["outcome"], "resolved", "{gold}");
     let wrong = srv.wait(&id(&srv.submit(&item(&iid, &w.wrong))));
     assert_eq!(wrong["outcome"], "unresolved", "{wrong}");
-    let image = gold["record"]["environment"]
-        .as_str()
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .to_string();
+    let image = common::image_of(&gold["record"]);
     let mut made = Made(vec![image.clone()]);
     let ancestors = common::tagged_ancestors(&image);
     assert!(
@@ -116,8 +113,7 @@ fn docker_serve_counts_delta_and_namespace_instance_images() {
     );
     let (hits, misses) = lookups(&srv)["instance"];
     assert_eq!((hits + misses, hits >= 1), (2, true), "{:?}", lookups(&srv));
-    srv.signal("-TERM");
-    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
+    srv.terminate(0);
     drop(srv);
 
     // The same image under --namespace in a registry: pulled on the first
@@ -147,12 +143,14 @@ fn docker_serve_counts_delta_and_namespace_instance_images() {
     let counted = lookups(&srv);
     assert_eq!(counted["instance"], (1, 1), "{counted:?}");
     assert_eq!((counted["base"], counted["env"]), ((0, 0), (0, 0)));
-    srv.signal("-TERM");
-    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
+    srv.terminate(0);
     // --cache-level env removed the pulled image.
     let left = Command::new("docker")
         .args(["image", "inspect", &remote])
         .output()
         .unwrap();
-    assert!(!left.status.success(), "{remote} left after --cache-level env");
+    assert!(
+        !left.status.success(),
+        "{remote} left after --cache-level env"
+    );
 }

@@ -120,7 +120,13 @@ impl Server {
         self.call_as(method, path, body, auth.as_deref())
     }
 
-    pub fn call_as(&self, method: &str, path: &str, body: Option<&str>, auth: Option<&str>) -> Answer {
+    pub fn call_as(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        auth: Option<&str>,
+    ) -> Answer {
         let mut s = TcpStream::connect(&self.addr).unwrap();
         let body = body.unwrap_or("");
         let mut req = format!(
@@ -208,6 +214,25 @@ impl Server {
             .unwrap()
             .success();
         assert!(ok, "kill {sig}");
+    }
+
+    /// SIGTERM: the drain ends in exit 0, saying that `queued`
+    /// evaluations stay queued for the next start.
+    pub fn terminate(&mut self, queued: usize) {
+        self.signal("-TERM");
+        assert_eq!(
+            self.exit_code(),
+            Some(patchgrade::exit::OK),
+            "{}",
+            self.log()
+        );
+        let said = format!("{queued} evaluations stay queued");
+        // The last lines may still be on their way from the pipe.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.log().contains(&said) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(self.log().contains(&said), "{said}: {}", self.log());
     }
 
     /// Wait for the process to end; its exit code.

@@ -394,15 +394,6 @@ pub fn save_ancestors(instance_image: &str, tar: &Path) {
     ok(&mut c);
 }
 
-/// The image name in a docker record's `environment` ("image NAME ID").
-pub fn image_of(record: &Value) -> String {
-    let env = record["environment"].as_str().unwrap_or_default();
-    env.split_whitespace()
-        .nth(1)
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// What must be equal between backends for the same instance and patch.
 pub fn verdict(record: &Value) -> Value {
     serde_json::json!({

@@ -10,21 +10,20 @@ use super::server::{id, item, record_path, Server};
 use super::*;
 use serde_json::{json, Value};
 
-/// The service's flags on the swarm (the limits of [`run_args`]).
-const SERVE_ARGS: [&str; 12] = [
-    "--backend",
-    "swarm",
-    "--registry",
-    REGISTRY2,
-    "--base-image",
-    "none",
-    "--cpus",
-    "0.5",
-    "--memory",
-    "512m",
-    "--max-workers",
-    "4",
-];
+/// The service's flags on the swarm.
+fn serve_args() -> Vec<&'static str> {
+    [
+        "--backend",
+        "swarm",
+        "--registry",
+        REGISTRY2,
+        "--max-workers",
+        "4",
+    ]
+    .into_iter()
+    .chain(LIMITS)
+    .collect()
+}
 
 /// The gold fix, with `secs` seconds of sleep when the tests import it.
 fn slow_gold(w: &Widgets, secs: u32) -> String {
@@ -70,15 +69,13 @@ fn node_in(status: &Value) -> Option<String> {
 
 #[test]
 fn swarm_serve_spreads_over_the_nodes_and_loses_nothing() {
-    if !ready("swarm_serve_spreads_over_the_nodes_and_loses_nothing") {
+    let Some((_serial, w)) = prepared("swarm_serve_spreads_over_the_nodes_and_loses_nothing")
+    else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let w = fixture();
-    docker_reference(&w);
+    };
     let s = two_nodes(&w);
     let host = s.e1.sock.clone();
-    let start = |extra: &[&str]| Server::launch_on(&w.sb, Some(&host), &SERVE_ARGS, extra);
+    let start = |extra: &[&str]| Server::launch_on(&w.sb, Some(&host), &serve_args(), extra);
 
     // One batch: the fixture's evaluations (a resolved, an unresolved, an
     // empty one, no network, the limits) and a slower gold, graded as
@@ -123,8 +120,7 @@ fn swarm_serve_spreads_over_the_nodes_and_loses_nothing() {
         records.push(record_path(&w.sb, &done));
     }
     assert_eq!(nodes.len(), 2, "evaluations on both nodes: {nodes:?}");
-    srv.signal("-TERM");
-    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
+    srv.terminate(0);
     assert_eq!(s.e1.settled(), "", "left after SIGTERM");
     let graded: Vec<Vec<u8>> = records.iter().map(|p| std::fs::read(p).unwrap()).collect();
     drop(srv);
@@ -143,7 +139,10 @@ fn swarm_serve_spreads_over_the_nodes_and_loses_nothing() {
     srv.signal("-KILL");
     srv.exit_code();
     drop(srv);
-    assert!(!services(&s.e1, Some(killed)).is_empty(), "kill -9 leaves its services");
+    assert!(
+        !services(&s.e1, Some(killed)).is_empty(),
+        "kill -9 leaves its services"
+    );
     let mut srv = start(&["--drain-timeout", "3"]);
     assert!(
         srv.log().contains("2 evaluations queued from before"),
@@ -161,7 +160,12 @@ fn swarm_serve_spreads_over_the_nodes_and_loses_nothing() {
         assert!(node_in(&done).is_some(), "{done}");
     }
     for (path, before) in records.iter().zip(&graded) {
-        assert_eq!(&std::fs::read(path).unwrap(), before, "{} graded again", path.display());
+        assert_eq!(
+            &std::fs::read(path).unwrap(),
+            before,
+            "{} graded again",
+            path.display()
+        );
     }
     assert_eq!(srv.call("GET", "/v1/evaluations", None).body["total"], 8);
 
@@ -169,14 +173,11 @@ fn swarm_serve_spreads_over_the_nodes_and_loses_nothing() {
     // service removed, and it stays queued for the next start.
     let long = id(&srv.submit(&item("w-gold", &slow_gold(&w, 30))));
     until_on_swarm(&srv, &s.e1, &[&long]);
-    srv.signal("-TERM");
-    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
-    assert!(srv.log().contains("1 evaluations stay queued"), "{}", srv.log());
+    srv.terminate(1);
     assert_eq!(s.e1.settled(), "", "left after a SIGTERM that stopped one");
     drop(srv);
     let mut srv = start(&[]);
     assert_eq!(srv.wait(&long)["outcome"], "resolved");
-    srv.signal("-TERM");
-    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
+    srv.terminate(0);
     assert_eq!(s.e1.settled(), "", "left at the end");
 }

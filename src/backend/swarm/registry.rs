@@ -97,18 +97,16 @@ impl SwarmBackend {
 
     /// The gates of the image's layers that no push of this run has sent
     /// yet, held: a push that shares one waits until this one ends. Taken
-    /// in the order of the layers' digests (one order for every push, so
-    /// two pushes never wait for each other). Set once the push succeeded.
+    /// in the order of the layers' digests, one order for every push, so no
+    /// two pushes can each hold a gate the other waits for. Set once the
+    /// push succeeded; a failed push leaves them for the next to send.
     async fn layers_to_send(
         &self,
         docker: &Docker,
         image: &str,
     ) -> Result<Vec<tokio::sync::OwnedMutexGuard<bool>>, SwarmError> {
         let inspected = call("inspect image", docker.inspect_image(image)).await?;
-        let mut layers = inspected
-            .root_fs
-            .and_then(|r| r.layers)
-            .unwrap_or_default();
+        let mut layers = inspected.root_fs.and_then(|r| r.layers).unwrap_or_default();
         layers.sort();
         layers.dedup();
         let mut held = Vec::new();
