@@ -80,7 +80,6 @@ fn image_id(name: &str) -> Option<String> {
 
 const LEGACY: &str = "OLD = True\n";
 
-const UNITTEST_SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
 const PYTEST_SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    pip_packages: [pytest]\n    test_cmd: pytest -rA -p no:cacheprovider\n    log_parser: pytest\n";
 
 /// The widgets fixture with one more file, for a candidate to delete.
@@ -419,39 +418,11 @@ fn docker_pip_env_over_https_and_images_reused_per_cache_level() {
     );
 }
 
-/// A free loopback port.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Registry(std::process::Child);
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn docker_namespace_images_from_a_local_registry() {
     if !docker_ready("docker_namespace_images_from_a_local_registry") {
         return;
     }
-    let Some(registry_bin) = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-    else {
-        if std::env::var("PATCHGRADE_REQUIRE_DOCKER").as_deref() == Ok("1") {
-            panic!("PATCHGRADE_REQUIRE_DOCKER=1 but docker-registry is not installed (apt-get install docker-registry)");
-        }
-        eprintln!("SKIPPED docker_namespace_images_from_a_local_registry: docker-registry is not installed");
-        return;
-    };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let w = widgets(UNITTEST_SPEC);
     let high = w.test_patch.clone();
@@ -477,35 +448,13 @@ fn docker_namespace_images_from_a_local_registry() {
     assert_eq!(out.status.code(), Some(exit::OK));
     let rec = w.record("build", "m", &id);
     assert_eq!(rec["outcome"], "resolved", "{rec}");
-    let local = rec["environment"]
-        .as_str()
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .to_string();
+    let local = image_of(&rec);
 
     // A registry on loopback, and the image pushed under the reference's name.
-    let port = free_port();
-    let store = w.sb.path().join("registry");
-    std::fs::create_dir_all(&store).unwrap();
-    let config = w.sb.write(
-        "registry.yml",
-        &format!("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n", store.display()),
-    );
-    let child = Command::new(registry_bin)
-        .arg("serve")
-        .arg(&config)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start docker-registry");
-    let _registry = Registry(child);
-    let up = (0..100).any(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    assert!(up, "docker-registry did not listen on 127.0.0.1:{port}");
+    let Some(registry) = LoopbackRegistry::start(&w.sb.path().join("registry")) else {
+        return;
+    };
+    let port = registry.port;
     let ns = format!("127.0.0.1:{port}/pgtest");
     let arch = docker_ok(&["version", "--format", "{{.Server.Arch}}"]);
     let arch = if arch == "amd64" {

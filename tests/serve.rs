@@ -5,250 +5,29 @@
 //! client.
 
 mod common;
+#[path = "serve/images.rs"]
+mod images;
 #[path = "serve/options.rs"]
 mod options;
+#[path = "serve/server.rs"]
+mod server;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::shapes::{shapes, Shapes};
-use common::widgets::Widgets;
-use common::{bin, docker_ready, jsonl, project_root, Sandbox};
+use common::widgets::{Widgets, UNITTEST_SPEC};
+use common::{docker_ready, jsonl, project_root};
 use patchgrade::exit;
 use serde_json::{json, Value};
+use server::{id, item, record_path, Server};
 
 /// A candidate that makes the tests take `secs` seconds (and fails them).
 fn slow_patch(secs: u32) -> String {
     format!(
         "diff --git a/shapes/core.py b/shapes/core.py\n--- a/shapes/core.py\n+++ b/shapes/core.py\n@@ -1,2 +1,4 @@\n+import time\n+time.sleep({secs})\n def clamp(x, lo, hi):\n     return max(lo, x)\n"
     )
-}
-
-/// A running `patchgrade serve` and what it said on stderr.
-struct Server {
-    child: Child,
-    addr: String,
-    stderr: Arc<Mutex<String>>,
-    token: Option<String>,
-}
-
-/// One HTTP answer.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Value,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn error(&self) -> &str {
-        self.body["error"].as_str().unwrap_or("")
-    }
-}
-
-impl Server {
-    /// On the local backend.
-    fn start(sb: &Sandbox, extra: &[&str]) -> Server {
-        Server::launch(sb, &["--backend", "local"], extra)
-    }
-
-    fn launch(sb: &Sandbox, backend: &[&str], extra: &[&str]) -> Server {
-        let mut args = vec!["serve", "--dataset", "dataset.jsonl", "--run-id", "svc"];
-        args.extend_from_slice(backend);
-        args.extend_from_slice(&[
-            "--specs",
-            "specs",
-            "--mirror-dir",
-            "mirrors",
-            "--listen",
-            "127.0.0.1:0",
-        ]);
-        args.extend_from_slice(extra);
-        let mut child = Command::new(bin())
-            .args(&args)
-            .current_dir(sb.path())
-            .env("PATCHGRADE_CACHE", sb.cache())
-            .env_remove("PATCHGRADE_MIRROR_DIR")
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start patchgrade serve");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut addr = None;
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            stderr.lock().unwrap().push_str(&format!("{line}\n"));
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                addr = Some(rest.split_whitespace().next().unwrap().to_string());
-                break;
-            }
-        }
-        let addr = addr.unwrap_or_else(|| panic!("no address: {}", stderr.lock().unwrap()));
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                sink.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
-        let token = extra
-            .iter()
-            .position(|a| *a == "--token-file")
-            .map(|i| std::fs::read_to_string(sb.path().join(extra[i + 1])).unwrap());
-        Server {
-            child,
-            addr,
-            stderr,
-            token: token.map(|t| t.trim().to_string()),
-        }
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// A request with the server's token (if any).
-    fn call(&self, method: &str, path: &str, body: Option<&str>) -> Answer {
-        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
-        self.call_as(method, path, body, auth.as_deref())
-    }
-
-    fn call_as(&self, method: &str, path: &str, body: Option<&str>, auth: Option<&str>) -> Answer {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        let body = body.unwrap_or("");
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-            self.addr,
-            body.len()
-        );
-        if let Some(a) = auth {
-            req.push_str(&format!("Authorization: {a}\r\n"));
-        }
-        req.push_str("\r\n");
-        s.write_all(req.as_bytes()).unwrap();
-        s.write_all(body.as_bytes()).unwrap();
-        let mut raw = String::new();
-        s.read_to_string(&mut raw).unwrap();
-        let (head, text) = raw.split_once("\r\n\r\n").unwrap();
-        let mut head = head.lines();
-        let status = head
-            .next()
-            .unwrap()
-            .split(' ')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
-        let headers = head
-            .filter_map(|l| l.split_once(": "))
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect();
-        let body = serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into()));
-        Answer {
-            status,
-            headers,
-            body,
-        }
-    }
-
-    fn submit(&self, body: &Value) -> Answer {
-        self.call("POST", "/v1/evaluations", Some(&body.to_string()))
-    }
-
-    /// Wait until the evaluation ends; its status.
-    fn wait(&self, id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(300);
-        loop {
-            let a = self.call(
-                "GET",
-                &format!("/v1/evaluations/{id}/wait?timeout=20"),
-                None,
-            );
-            assert_eq!(a.status, 200, "{}", a.body);
-            let state = a.body["state"].as_str().unwrap().to_string();
-            if state == "finished" || state == "cancelled" {
-                return a.body;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{id} never ended: {}",
-                self.log()
-            );
-        }
-    }
-
-    /// Poll until the evaluation is in `state`.
-    fn until(&self, id: &str, state: &str) {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while self
-            .call("GET", &format!("/v1/evaluations/{id}"), None)
-            .body["state"]
-            != state
-        {
-            assert!(
-                Instant::now() < deadline,
-                "{id} never {state}: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig}");
-    }
-
-    /// Wait for the process to end; its exit code.
-    fn exit_code(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "did not stop: {}", self.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        eprintln!("--- serve stderr ---\n{}", self.log());
-    }
-}
-
-fn item(instance: &str, patch: &str) -> Value {
-    json!({"instance_id": instance, "model_patch": patch, "model_name_or_path": "m"})
-}
-
-fn id(a: &Answer) -> String {
-    a.body["id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no id: {}", a.body))
-        .to_string()
-}
-
-fn record_path(sb: &Sandbox, status: &Value) -> std::path::PathBuf {
-    sb.path().join(format!(
-        "logs/run_evaluation/svc/m/{}@{}/patchgrade.json",
-        status["instance_id"].as_str().unwrap(),
-        status["sample_id"].as_str().unwrap()
-    ))
 }
 
 #[test]
@@ -373,8 +152,7 @@ fn submit_wait_idempotency_cancel_and_the_folder_report_reads() {
     }
     assert!(srv.call("GET", "/openapi.json", None).body["paths"]["/v1/evaluations"].is_object());
 
-    srv.signal("-TERM");
-    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
+    srv.terminate(0);
     let out = sb.run(&["report", "logs/run_evaluation/svc"]);
     assert_eq!(out.status.code(), Some(exit::OK));
 }
@@ -564,13 +342,7 @@ fn sigterm_finishes_what_runs_keeps_the_queue_and_exits_0() {
     let running = id(&srv.submit(&item("s-gold", &slow_patch(4))));
     srv.until(&running, "running");
     let queued = id(&srv.submit(&item("s-gold", &gold)));
-    srv.signal("-TERM");
-    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
-    assert!(
-        srv.log().contains("1 evaluations stay queued"),
-        "{}",
-        srv.log()
-    );
+    srv.terminate(1);
     let folder = sb.path().join("logs/run_evaluation/svc/m");
     let finished: Vec<_> = std::fs::read_dir(&folder)
         .unwrap()
@@ -650,8 +422,7 @@ fn docker_serve_grades_in_containers_and_leaves_none() {
     if !docker_ready("docker_serve_grades_in_containers_and_leaves_none") {
         return;
     }
-    let spec = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
-    let w = Widgets::new(spec, &[]);
+    let w = Widgets::new(UNITTEST_SPEC, &[]);
     w.sb.write("dataset.jsonl", &jsonl(&[w.row("w-svc")]));
     let mut srv = Server::launch(&w.sb, &["--backend", "docker", "--base-image", "none"], &[]);
     let gold = srv.wait(&id(&srv.submit(&item("w-svc", &w.gold))));
@@ -678,8 +449,7 @@ fn docker_serve_grades_in_containers_and_leaves_none() {
         .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
         .sum();
     assert!(hits >= 1, "{m}");
-    srv.signal("-TERM");
-    assert_eq!(srv.exit_code(), Some(exit::OK), "{}", srv.log());
+    srv.terminate(0);
     let left = Command::new("docker")
         .args(["ps", "-a", "-q", "--filter", "label=patchgrade.run_id=svc"])
         .output()

@@ -12,10 +12,14 @@
 mod common;
 #[path = "swarm/harness.rs"]
 mod harness;
+#[path = "swarm/serve.rs"]
+mod serve;
+#[path = "serve/server.rs"]
+mod server;
 
 use patchgrade::exit;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::widgets::*;
@@ -23,8 +27,6 @@ use common::*;
 use harness::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-const UNITTEST_SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
 
 /// The address and port of the listener the tasks must not reach.
 const LISTEN_ADDR: &str = "10.234.0.2";
@@ -98,14 +100,15 @@ fn run_args<'a>(dataset: &'a str, run_id: &'a str, backend: &'a str) -> Vec<&'a 
         "mirrors",
         "--max-workers",
         "2",
-        "--base-image",
-        "none",
-        "--cpus",
-        "0.5",
-        "--memory",
-        "512m",
     ]
+    .into_iter()
+    .chain(LIMITS)
+    .collect()
 }
+
+/// What every evaluation here runs with: the bootstrapped root (no pull),
+/// half a CPU, 512 MB.
+const LIMITS: [&str; 6] = ["--base-image", "none", "--cpus", "0.5", "--memory", "512m"];
 
 /// The widgets fixture as four instances (gold, wrong, empty, and a test
 /// that must not reach the listener), and a fifth that hangs, in its own
@@ -200,22 +203,43 @@ struct OneNode {
     _ns2: Netns,
 }
 
+/// Namespaces `pgsw<tag><prefix>1` (10.234.0.1) and `…2` (`second`),
+/// joined by a veth pair.
+fn linked_pair(prefix: &str, second: &str) -> (Netns, Netns) {
+    let t = tag();
+    let ns1 = Netns::new(&format!("pgsw{t}{prefix}1"));
+    let ns2 = Netns::new(&format!("pgsw{t}{prefix}2"));
+    link(&ns1, "10.234.0.1", &ns2, second);
+    (ns1, ns2)
+}
+
 fn one_node(w: &Widgets) -> OneNode {
     let t = tag();
-    let ns1 = Netns::new(&format!("pgsw{t}n1"));
-    let ns2 = Netns::new(&format!("pgsw{t}n2"));
-    link(&ns1, "10.234.0.1", &ns2, LISTEN_ADDR);
+    let (ns1, ns2) = linked_pair("n", LISTEN_ADDR);
     let listener = Listener::start(
         &ns2,
         LISTEN_ADDR,
         LISTEN_PORT,
         w.sb.path().join("listener.out"),
     );
-    let engine = Engine::start(
-        &ns1,
-        std::env::temp_dir().join(format!("pgsw-{t}-e1")),
-        &["--default-address-pool", "base=10.237.0.0/16,size=24"],
-    );
+    let engine = manager(w, &ns1, &format!("pgsw-{t}-e1"), &[]);
+    let registry = Registry::start(&ns1, &w.sb.path().join("registry"), REGISTRY);
+    OneNode {
+        engine,
+        _registry: registry,
+        listener,
+        ns1,
+        _ns2: ns2,
+    }
+}
+
+/// A private engine in `ns` (folder `dir` under the temporary folder),
+/// the manager of a new swarm advertised on 10.234.0.1, with the images
+/// of `images.tar` loaded; `extra`: more dockerd flags.
+fn manager(w: &Widgets, ns: &Netns, dir: &str, extra: &[&str]) -> Engine {
+    let mut flags = vec!["--default-address-pool", "base=10.237.0.0/16,size=24"];
+    flags.extend_from_slice(extra);
+    let engine = Engine::start(ns, std::env::temp_dir().join(dir), &flags);
     engine.docker_ok(&[
         "swarm",
         "init",
@@ -228,13 +252,67 @@ fn one_node(w: &Widgets) -> OneNode {
     ]);
     let tar = w.sb.path().join("images.tar");
     engine.docker_ok(&["load", "-i", tar.to_str().unwrap()]);
-    let registry = Registry::start(&ns1, &w.sb.path().join("registry"), REGISTRY);
-    OneNode {
-        engine,
+    engine
+}
+
+/// The registry of the two-node swarm, on the manager's veth address.
+const REGISTRY2: &str = "10.234.0.1:15001";
+
+/// A swarm of two nodes: the manager `e1` (namespace 1, 10.234.0.1, with
+/// the images of `images.tar` and the registry [`REGISTRY2`]) and the
+/// worker `e2` (namespace 2, 10.234.0.2, no image), joined over a veth
+/// pair. Dropped in field order: registry, worker, manager, namespaces.
+struct TwoNodes {
+    _registry: Registry,
+    e2: Engine,
+    e1: Engine,
+    _ns2: Netns,
+    _ns1: Netns,
+}
+
+fn two_nodes(w: &Widgets) -> TwoNodes {
+    let t = tag();
+    let (ns1, ns2) = linked_pair("m", "10.234.0.2");
+    let e1 = manager(
+        w,
+        &ns1,
+        &format!("pgsw-{t}-m1"),
+        &["--insecure-registry", REGISTRY2],
+    );
+    let e2 = Engine::start(
+        &ns2,
+        std::env::temp_dir().join(format!("pgsw-{t}-m2")),
+        &[
+            "--default-address-pool",
+            "base=10.239.0.0/16,size=24",
+            "--insecure-registry",
+            REGISTRY2,
+        ],
+    );
+    let token = e1.docker_ok(&["swarm", "join-token", "-q", "worker"]);
+    e2.docker_ok(&[
+        "swarm",
+        "join",
+        "--token",
+        &token,
+        "--advertise-addr",
+        "10.234.0.2",
+        "--listen-addr",
+        "10.234.0.2:2377",
+        "10.234.0.1:2377",
+    ]);
+    assert_eq!(
+        e2.docker_ok(&["images", "-q"]),
+        "",
+        "the worker starts with no image"
+    );
+    let registry = Registry::start(&ns1, &w.sb.path().join("registry"), REGISTRY2);
+    TwoNodes {
         _registry: registry,
-        listener,
-        ns1,
+        e2,
+        e1,
         _ns2: ns2,
+        _ns1: ns1,
     }
 }
 
@@ -271,14 +349,23 @@ fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     }
 }
 
-#[test]
-fn swarm_single_node_matches_docker_and_leaves_nothing() {
-    if !ready("swarm_single_node_matches_docker_and_leaves_nothing") {
-        return;
+/// What every test here starts with, when its needs are met: the lock
+/// that runs them one at a time, and the fixture with docker's verdicts.
+fn prepared(test: &str) -> Option<(MutexGuard<'static, ()>, Widgets)> {
+    if !ready(test) {
+        return None;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let w = fixture();
     docker_reference(&w);
+    Some((serial, w))
+}
+
+#[test]
+fn swarm_single_node_matches_docker_and_leaves_nothing() {
+    let Some((_serial, w)) = prepared("swarm_single_node_matches_docker_and_leaves_nothing") else {
+        return;
+    };
     let c = one_node(&w);
     let host = c.engine.sock.clone();
 
@@ -387,11 +474,10 @@ fn node_of(sb: &Sandbox, run_id: &str, id: &str) -> String {
 
 #[test]
 fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
-    if !ready("swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving") {
+    let Some((_serial, w)) = prepared("swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving")
+    else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let w = fixture();
+    };
     // Instances slow enough that the second node is stopped while it runs
     // some of them.
     let slow = w.tests_adding(
@@ -408,64 +494,9 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
         .map(|id| prediction(id, "m", Some(&w.gold)))
         .collect();
     w.sb.write("slow-preds.jsonl", &jsonl(&preds));
-    docker_reference(&w);
 
-    let t = tag();
-    let registry = "10.234.0.1:15001";
-    let ns1 = Netns::new(&format!("pgsw{t}m1"));
-    let ns2 = Netns::new(&format!("pgsw{t}m2"));
-    link(&ns1, "10.234.0.1", &ns2, "10.234.0.2");
-    let e1 = Engine::start(
-        &ns1,
-        std::env::temp_dir().join(format!("pgsw-{t}-m1")),
-        &[
-            "--default-address-pool",
-            "base=10.237.0.0/16,size=24",
-            "--insecure-registry",
-            registry,
-        ],
-    );
-    e1.docker_ok(&[
-        "swarm",
-        "init",
-        "--advertise-addr",
-        "10.234.0.1",
-        "--listen-addr",
-        "10.234.0.1:2377",
-        "--default-addr-pool",
-        "10.238.0.0/16",
-    ]);
-    let tar = w.sb.path().join("images.tar");
-    e1.docker_ok(&["load", "-i", tar.to_str().unwrap()]);
-    let mut e2 = Engine::start(
-        &ns2,
-        std::env::temp_dir().join(format!("pgsw-{t}-m2")),
-        &[
-            "--default-address-pool",
-            "base=10.239.0.0/16,size=24",
-            "--insecure-registry",
-            registry,
-        ],
-    );
-    let token = e1.docker_ok(&["swarm", "join-token", "-q", "worker"]);
-    e2.docker_ok(&[
-        "swarm",
-        "join",
-        "--token",
-        &token,
-        "--advertise-addr",
-        "10.234.0.2",
-        "--listen-addr",
-        "10.234.0.2:2377",
-        "10.234.0.1:2377",
-    ]);
-    assert_eq!(
-        e2.docker_ok(&["images", "-q"]),
-        "",
-        "the worker starts with no image"
-    );
-    let _registry = Registry::start(&ns1, &w.sb.path().join("registry"), registry);
-    let host = e1.sock.clone();
+    let mut s = two_nodes(&w);
+    let (e1, registry, host) = (&s.e1, REGISTRY2, s.e1.sock.clone());
 
     // The four instances on two nodes: the same verdicts as docker, run on
     // both nodes; the worker pulled its image by digest.
@@ -488,7 +519,7 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
         }
     }
     assert_eq!(nodes.len(), 2, "evaluations on both nodes: {nodes:?}");
-    let pulled = e2.docker_ok(&[
+    let pulled = s.e2.docker_ok(&[
         "images",
         "--digests",
         "--format",
@@ -509,7 +540,8 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
     workers(&mut a, "4");
     let mut child = pg_spawn(&w.sb, &host, &a, "leave.stderr");
     let t0 = Instant::now();
-    while e2
+    while s
+        .e2
         .docker_ok(&["ps", "-q", "--filter", "label=patchgrade.swarm"])
         .is_empty()
     {
@@ -520,19 +552,19 @@ fn swarm_two_nodes_pull_by_digest_and_survive_a_node_leaving() {
         assert!(child.try_wait().unwrap().is_none(), "run ended early");
         std::thread::sleep(Duration::from_millis(200));
     }
-    e2.stop();
+    s.e2.stop();
     let st = wait_exit(&mut child, Duration::from_secs(400));
     let stderr = std::fs::read_to_string(w.sb.path().join("leave.stderr")).unwrap();
     eprintln!("--- run with a node leaving ---\n{stderr}");
     assert!(st.success(), "run with a node leaving: {st}");
     // Some evaluation was lost with the node and retried.
     assert!(stderr.contains("infra error, retrying once"), "no retry");
-    let manager = e1.docker_ok(&["info", "--format", "{{.Swarm.NodeID}}"]);
+    let manager_id = e1.docker_ok(&["info", "--format", "{{.Swarm.NodeID}}"]);
     for id in &ids {
         assert_eq!(w.sb.outcome("leave", "m", id), "resolved", "{id}");
         let node = node_of(&w.sb, "leave", id);
         assert!(
-            manager.starts_with(node.rsplit('/').next().unwrap()),
+            manager_id.starts_with(node.rsplit('/').next().unwrap()),
             "{id} ran on {node}"
         );
     }

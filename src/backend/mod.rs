@@ -268,10 +268,14 @@ impl Backend {
     }
 
     /// Start of a run: the docker backend connects (and says its cache
-    /// budget); a failure here is met again, and reported, at first use.
+    /// budget); the swarm backend also checks its manager and removes what
+    /// killed runs of this host left. A failure here is met again, and
+    /// reported, at first use.
     pub async fn start(&self) {
-        if let Backend::Docker(b) = self {
-            b.start().await;
+        match self {
+            Backend::Docker(b) => b.start().await,
+            Backend::Swarm(b) => b.start().await,
+            Backend::Local(_) => {}
         }
     }
 

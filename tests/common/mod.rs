@@ -389,3 +389,97 @@ pub fn bwrap_works() -> bool {
         .map(|o| o.status.success())
         .unwrap_or(false)
 }
+
+/// Debian's docker-registry serving on a free loopback port (which the
+/// machine's engine pulls from and pushes to without TLS), storing under
+/// `dir`; stopped on drop. None, through [`available`], when it is not
+/// installed.
+pub struct LoopbackRegistry {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl LoopbackRegistry {
+    pub fn start(dir: &Path) -> Option<LoopbackRegistry> {
+        let bin = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"]
+            .into_iter()
+            .find(|p| Path::new(p).exists());
+        let bin = available(
+            "docker-registry (apt-get install docker-registry)",
+            "PATCHGRADE_REQUIRE_DOCKER",
+            bin.is_some(),
+        )
+        .then(|| bin.expect("checked"))?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let store = dir.join("store");
+        std::fs::create_dir_all(&store).unwrap();
+        let config = dir.join("registry.yml");
+        std::fs::write(
+            &config,
+            format!("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n", store.display()),
+        )
+        .unwrap();
+        let child = Command::new(bin)
+            .arg("serve")
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start docker-registry");
+        let registry = LoopbackRegistry { child, port };
+        let up = (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "docker-registry did not listen on 127.0.0.1:{port}");
+        Some(registry)
+    }
+}
+
+impl Drop for LoopbackRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The names of the images `image` was built from, nearest first (the
+/// parent chain of the machine's engine, tagged ones only).
+pub fn tagged_ancestors(image: &str) -> Vec<String> {
+    let docker = |args: &[&str]| {
+        let out = Command::new("docker").args(args).output().expect("docker");
+        assert!(out.status.success(), "docker {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let tagged = docker(&[
+        "images",
+        "--no-trunc",
+        "--format",
+        "{{.ID}} {{.Repository}}:{{.Tag}}",
+    ]);
+    let mut names = Vec::new();
+    let mut id = docker(&["image", "inspect", "--format", "{{.Parent}}", image]);
+    while !id.is_empty() {
+        names.extend(
+            tagged
+                .lines()
+                .filter_map(|l| l.split_once(' '))
+                .filter(|(i, _)| *i == id)
+                .map(|(_, name)| name.to_string()),
+        );
+        id = docker(&["image", "inspect", "--format", "{{.Parent}}", &id]);
+    }
+    names
+}
+
+/// The image name in a Docker record's `environment` ("image NAME ID…").
+pub fn image_of(record: &Value) -> String {
+    let env = record["environment"].as_str().unwrap_or_default();
+    env.split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string()
+}

@@ -13,6 +13,8 @@ pub const CORE_WRONG: &str = "def clamp(x, lo, hi):\n    return min(hi - 1, max(
 pub const TESTS_BASE: &str = "import unittest\nfrom widgets.core import clamp\n\n\nclass TestClamp(unittest.TestCase):\n    def test_low(self):\n        self.assertEqual(clamp(-5, 0, 3), 0)\n";
 /// The test method the test patch adds: fails on the bug, passes on gold.
 pub const HIGH: &str = "    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n";
+/// A spec of `acme/widgets` for the Docker tests: unittest on Python 3.11.
+pub const UNITTEST_SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
 pub const F2P: &str = "tests.test_core.TestClamp.test_high";
 pub const P2P: &str = "tests.test_core.TestClamp.test_low";
 

@@ -12,7 +12,6 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -382,37 +381,10 @@ impl Drop for Listener {
 /// env: every tagged ancestor, not the instance image itself) from the
 /// machine's engine into `tar`.
 pub fn save_ancestors(instance_image: &str, tar: &Path) {
-    let tagged = ok(Command::new("docker").args([
-        "images",
-        "--no-trunc",
-        "--format",
-        "{{.ID}} {{.Repository}}:{{.Tag}}",
-    ]));
-    let mut by_id: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for line in tagged.lines() {
-        if let Some((id, name)) = line.split_once(' ') {
-            by_id.entry(id.into()).or_default().push(name.into());
-        }
-    }
-    let mut names = Vec::new();
-    let mut id = ok(Command::new("docker").args([
-        "image",
-        "inspect",
-        "--format",
-        "{{.Parent}}",
-        instance_image,
-    ]));
-    while !id.is_empty() {
-        names.extend(
-            by_id
-                .get(&id)
-                .into_iter()
-                .flatten()
-                .filter(|n| n.starts_with("patchgrade."))
-                .cloned(),
-        );
-        id = ok(Command::new("docker").args(["image", "inspect", "--format", "{{.Parent}}", &id]));
-    }
+    let names: Vec<String> = crate::common::tagged_ancestors(instance_image)
+        .into_iter()
+        .filter(|n| n.starts_with("patchgrade."))
+        .collect();
     assert!(
         names.iter().any(|n| n.starts_with("patchgrade.root.")),
         "no root image among the ancestors of {instance_image}: {names:?}"
@@ -420,15 +392,6 @@ pub fn save_ancestors(instance_image: &str, tar: &Path) {
     let mut c = Command::new("docker");
     c.args(["save", "-o"]).arg(tar).args(&names);
     ok(&mut c);
-}
-
-/// The image name in a docker record's `environment` ("image NAME ID").
-pub fn image_of(record: &Value) -> String {
-    let env = record["environment"].as_str().unwrap_or_default();
-    env.split_whitespace()
-        .nth(1)
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// What must be equal between backends for the same instance and patch.

@@ -160,6 +160,9 @@ pub struct SwarmBackend {
     /// Registry references by local image id, pushed once per run.
     pushed: Mutex<HashMap<String, String>>,
     push_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Each layer pushed in this run (true once in the registry); held
+    /// while a push sends it.
+    layer_gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<bool>>>>,
     /// Services and configs alive now, removed by `kill_running`.
     live: Live<objects::Object>,
     /// Services removed in this run, whose task containers the nodes
@@ -223,6 +226,7 @@ impl SwarmBackend {
             },
             pushed: Mutex::default(),
             push_locks: Mutex::default(),
+            layer_gates: Mutex::default(),
             live: Arc::default(),
             removed: Arc::default(),
             placed: Mutex::default(),
@@ -256,6 +260,17 @@ impl SwarmBackend {
         let image = self.docker.prepare_env(spec, inst, log_dir).await?;
         let reference = self.publish(&image).await?;
         Ok(SwarmEnv { image, reference })
+    }
+
+    /// Start of a run (or of `serve`): the image engine connects, then the
+    /// manager is checked and what killed runs of this host left (services,
+    /// configs, networks) is removed, before any evaluation. A failure is
+    /// logged here and met again, as the evaluations' error, at first use.
+    pub async fn start(&self) {
+        self.docker.start().await;
+        if let Err(e) = self.docker().await {
+            tracing::warn!("the swarm at the start: {e}");
+        }
     }
 
     /// The node that ran the evaluation in `ws`, once.

@@ -1,6 +1,11 @@
 //! Instance images go to `--registry` once per run and are referenced by
 //! digest: a node pulls exactly the bytes built here, and layers it already
 //! holds (the shared base and env tiers) are not sent again.
+//!
+//! A layer goes up once: a push waits while another push of this run sends
+//! a layer it has too (the instance images of one env share its layers;
+//! pushed at once, each sent all of them, to repositories of their own).
+//! Once a layer is in the registry, the engine mounts it from there.
 
 use bollard::query_parameters::{
     PushImageOptionsBuilder, RemoveImageOptionsBuilder, TagImageOptionsBuilder,
@@ -39,6 +44,7 @@ impl SwarmBackend {
             return Ok(r.clone());
         }
         let docker = self.docker().await?;
+        let sending = self.layers_to_send(docker, &env.id).await?;
         let (name, tag) = split_tag(&env.image);
         let repo = format!("{}/{}", self.registry, name);
         let opts = TagImageOptionsBuilder::default()
@@ -83,7 +89,35 @@ impl SwarmBackend {
             .ok_or_else(|| push_failed("the engine recorded no digest for the push".into()))?;
         tracing::info!("pushed {} as {reference}", env.image);
         locked(&self.pushed).insert(env.id.clone(), reference.clone());
+        for mut sent in sending {
+            *sent = true;
+        }
         Ok(reference)
+    }
+
+    /// The gates of the image's layers that no push of this run has sent
+    /// yet, held: a push that shares one waits until this one ends. Taken
+    /// in the order of the layers' digests, one order for every push, so no
+    /// two pushes can each hold a gate the other waits for. Set once the
+    /// push succeeded; a failed push leaves them for the next to send.
+    async fn layers_to_send(
+        &self,
+        docker: &Docker,
+        image: &str,
+    ) -> Result<Vec<tokio::sync::OwnedMutexGuard<bool>>, SwarmError> {
+        let inspected = call("inspect image", docker.inspect_image(image)).await?;
+        let mut layers = inspected.root_fs.and_then(|r| r.layers).unwrap_or_default();
+        layers.sort();
+        layers.dedup();
+        let mut held = Vec::new();
+        for layer in layers {
+            let gate = locked(&self.layer_gates).entry(layer).or_default().clone();
+            let sent = gate.lock_owned().await;
+            if !*sent {
+                held.push(sent);
+            }
+        }
+        Ok(held)
     }
 }
 

@@ -227,7 +227,8 @@ impl DockerBackend {
         let name = namespace_image(ns, &inst.instance_id, &self.args.instance_image_tag);
         let lock = self.lock_for(&name);
         let _g = lock.lock().await;
-        if self.inspect(&name).await?.is_none() {
+        let found = self.inspect(&name).await?.is_some();
+        if !found {
             tracing::info!("pulling {name}");
             self.pull(&name, Duration::from_secs(self.args.build_timeout))
                 .await?;
@@ -240,6 +241,11 @@ impl DockerBackend {
                 reason: PullFailure::Absent,
             })?;
         self.note_used(Tier::Instance, &name);
+        // Found in the engine is a hit; pulled, a miss (as a build is).
+        self.tell(ImageEvent::Looked {
+            tier: Tier::Instance,
+            hit: found,
+        });
         Ok(DockerEnv {
             image: name,
             id,
