@@ -422,6 +422,7 @@ fn docker_serve_grades_in_containers_and_leaves_none() {
     if !docker_ready("docker_serve_grades_in_containers_and_leaves_none") {
         return;
     }
+    let _engine = server::one_on_the_engine();
     let w = Widgets::new(UNITTEST_SPEC, &[]);
     w.sb.write("dataset.jsonl", &jsonl(&[w.row("w-svc")]));
     let mut srv = Server::launch(&w.sb, &["--backend", "docker", "--base-image", "none"], &[]);

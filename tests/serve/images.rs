@@ -66,6 +66,7 @@ fn docker_serve_counts_delta_and_namespace_instance_images() {
     if !docker_ready("docker_serve_counts_delta_and_namespace_instance_images") {
         return;
     }
+    let _engine = crate::server::one_on_the_engine();
     let w = Widgets::new(UNITTEST_SPEC, &[]);
     // The fixture's commit dated 200 days back, and the base a commit of
     // now on it: its instance image is a delta over the older one's

@@ -14,6 +14,15 @@ use serde_json::{json, Value};
 
 use crate::common::{bin, Sandbox};
 
+/// Held by every test of a binary that serves on the machine's engine: they
+/// share the run id `svc`, and a service starting removes the containers an
+/// earlier process left on its run id, so two at once would stop each
+/// other's tests (`stopped from outside (signal 9)`).
+pub fn one_on_the_engine() -> std::sync::MutexGuard<'static, ()> {
+    static ENGINE: Mutex<()> = Mutex::new(());
+    ENGINE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A running `patchgrade serve` and what it said on stderr.
 pub struct Server {
     pub child: Child,
