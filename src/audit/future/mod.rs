@@ -14,14 +14,22 @@
 //! when an independent fix would not share it ([`Beyond`]): prose (a
 //! comment, a docstring, a docs or changelog line), a test line, or a line
 //! the gold patch does not have (material of a later commit, or of the fix
-//! commit outside gold). Removed lines are the base's text and never count.
+//! commit outside gold). Removed lines are the base's text and never count,
+//! and neither does what an independent fix shares with the fix without
+//! reading it: a line the agent could read at the base (anywhere in the
+//! base tree, or in the issue's text), an import, a test line that rewrites
+//! an existing one (an expected value the new behaviour dictates), and test
+//! lines outside a block of [`MIN_TEST_RUN`] reproduced together (a test's
+//! name and one assertion are shared by any test of the same behaviour).
 //! A candidate is flagged when one commit or run explains at least
 //! [`MIN_SHARE`] of its lines and at least [`MIN_BEYOND`] of the matched
-//! lines are such evidence.
+//! lines are such evidence, one of them free-worded (prose, docs or a test
+//! block: code alone is what threading the same names through the same
+//! functions gives).
 
 mod walk;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use git2::{Oid, Repository};
@@ -53,6 +61,15 @@ pub const MIN_BEYOND: usize = 2;
 /// A line shorter than this (whitespace removed) is no evidence: `return x`,
 /// `# noqa`, `break;` are written the same way by anyone.
 pub const MIN_KEY: usize = 12;
+/// Test lines are evidence only in a block of at least this many reproduced
+/// together (consecutive changed lines of one hunk, all matched): an
+/// independent test of the same behaviour shares single lines with the
+/// fix's (its name, from the issue or the file's naming; an assertion), a
+/// copied test shares blocks.
+pub const MIN_TEST_RUN: usize = 3;
+/// Base-tree files larger than this are not read for the lines an agent
+/// could see at the base (generated data, not code it copies from).
+const MAX_BLOB: usize = 2 << 20;
 
 /// Why the future-copy check could not run.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +102,12 @@ pub enum Beyond {
 }
 
 impl Beyond {
+    /// Wording the author chooses (prose, docs, a test block), unlike code,
+    /// whose lines the names and the language dictate.
+    pub fn free_worded(self) -> bool {
+        self != Beyond::NotInGold
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Beyond::Prose => "comment or docstring",
@@ -101,6 +124,8 @@ struct Scored {
     path: String,
     /// New-file line (for a removal: where it sits), as in all evidence.
     line: usize,
+    /// The hunk it is in, within its file (test blocks do not cross hunks).
+    hunk: usize,
     removed: bool,
     key: String,
     text: String,
@@ -166,9 +191,14 @@ impl Explanation {
     }
 
     /// The rule: most of the candidate, and enough that no independent fix
-    /// would share.
+    /// would share, some of it free-worded.
     pub fn flagged(&self) -> bool {
-        self.share >= MIN_SHARE && self.beyond() >= MIN_BEYOND
+        self.share >= MIN_SHARE
+            && self.beyond() >= MIN_BEYOND
+            && self
+                .matched
+                .iter()
+                .any(|m| m.beyond.is_some_and(Beyond::free_worded))
     }
 }
 
@@ -258,12 +288,77 @@ fn gold_keys(gold: &[FileDiff]) -> HashMap<&str, Counts> {
     out
 }
 
+/// An import line: anyone who needs the name writes it the same way.
+fn is_import(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with("import ")
+        || (t.starts_with("from ") && t.contains(" import "))
+        || t.starts_with("#include")
+}
+
+/// The keys of the issue's lines (problem statement and hints), as they
+/// are and with a console prompt or a diff sign cut: an agent reads these
+/// at the base, so a line copied from them is not a copy of the future.
+fn issue_keys(inst: &Instance) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for line in inst
+        .problem_statement
+        .lines()
+        .chain(inst.hints_text.lines())
+    {
+        let t = line.trim();
+        for cut in [t, t.trim_start_matches(['+', '-', '>', '.', '$', ' '])] {
+            if let Some(k) = walk::key(cut) {
+                out.insert(k);
+            }
+        }
+    }
+    out
+}
+
+/// For each line of `f`: whether it is an added line that rewrites an
+/// existing one. In a change block (the changed lines between two context
+/// lines of a hunk) that removes `r` non-blank lines, the first `r`
+/// non-blank added lines replace them; the rest are new.
+fn rewrites(f: &FileDiff) -> Vec<bool> {
+    let mut out = vec![false; f.lines.len()];
+    let mut i = 0;
+    while i < f.lines.len() {
+        if f.lines[i].kind == Kind::Context {
+            i += 1;
+            continue;
+        }
+        let hunk = f.lines[i].hunk;
+        let start = i;
+        while i < f.lines.len() && f.lines[i].kind != Kind::Context && f.lines[i].hunk == hunk {
+            i += 1;
+        }
+        let block = &f.lines[start..i];
+        let mut left = block
+            .iter()
+            .filter(|l| l.kind == Kind::Remove && !l.text.trim().is_empty())
+            .count();
+        for (j, l) in block.iter().enumerate() {
+            if left > 0 && l.kind == Kind::Add && !l.text.trim().is_empty() {
+                out[start + j] = true;
+                left -= 1;
+            }
+        }
+    }
+    out
+}
+
 /// The changed lines of `files` that the check scores, each with what
-/// would make it evidence.
-fn scored(files: &[FileDiff], gold: &HashMap<&str, Counts>) -> Vec<Scored> {
+/// would make it evidence; `issue`: the issue's line keys.
+fn scored(
+    files: &[FileDiff],
+    gold: &HashMap<&str, Counts>,
+    issue: &HashSet<String>,
+) -> Vec<Scored> {
     let mut out = Vec::new();
     for f in files {
         let prose = text::prose_lines(f);
+        let rewrite = rewrites(f);
         let (docs, test) = (
             is_docs(&f.path),
             tampering::test_path_kind(&f.path).is_some(),
@@ -276,12 +371,18 @@ fn scored(files: &[FileDiff], gold: &HashMap<&str, Counts>) -> Vec<Scored> {
                 continue;
             };
             let removed = l.kind == Kind::Remove;
-            let beyond = if removed || key.chars().count() < MIN_KEY {
+            let beyond = if removed
+                || key.chars().count() < MIN_KEY
+                || issue.contains(&key)
+                || is_import(&l.text)
+            {
                 None
             } else if docs {
                 Some(Beyond::Docs)
             } else if test {
-                Some(Beyond::Test)
+                // An expected value rewritten is what the new behaviour
+                // dictates to any fix that updates the test.
+                (!rewrite[i]).then_some(Beyond::Test)
             } else if (text::is_python(&f.path) && prose[i]) || is_comment(&f.path, &l.text) {
                 Some(Beyond::Prose)
             } else if !gold
@@ -295,6 +396,7 @@ fn scored(files: &[FileDiff], gold: &HashMap<&str, Counts>) -> Vec<Scored> {
             out.push(Scored {
                 path: f.path.clone(),
                 line: l.new_no,
+                hunk: l.hunk,
                 removed,
                 key,
                 text: l.text.trim().to_string(),
@@ -306,6 +408,8 @@ fn scored(files: &[FileDiff], gold: &HashMap<&str, Counts>) -> Vec<Scored> {
 }
 
 /// The lines of `lines` that `deltas` explain, each commit line used once.
+/// Test lines stay evidence only in a block of [`MIN_TEST_RUN`]: consecutive
+/// scored lines of one hunk, all explained.
 fn explain(lines: &[Scored], deltas: &BTreeMap<String, Delta>) -> Vec<Match> {
     let mut left: HashMap<(&str, bool), HashMap<&str, usize>> = HashMap::new();
     for (p, d) in deltas {
@@ -316,8 +420,8 @@ fn explain(lines: &[Scored], deltas: &BTreeMap<String, Delta>) -> Vec<Match> {
             }
         }
     }
-    let mut out = Vec::new();
-    for l in lines {
+    let mut hit = vec![false; lines.len()];
+    for (i, l) in lines.iter().enumerate() {
         let Some(n) = left
             .get_mut(&(l.path.as_str(), l.removed))
             .and_then(|m| m.get_mut(l.key.as_str()))
@@ -326,15 +430,99 @@ fn explain(lines: &[Scored], deltas: &BTreeMap<String, Delta>) -> Vec<Match> {
             continue;
         };
         *n -= 1;
-        out.push(Match {
+        hit[i] = true;
+    }
+    // Blocks of explained lines; a test line counts in a block that has
+    // MIN_TEST_RUN test lines.
+    let mut test_block = vec![false; lines.len()];
+    let mut i = 0;
+    while i < lines.len() {
+        if !hit[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i + 1 < lines.len()
+            && hit[i + 1]
+            && lines[i + 1].path == lines[start].path
+            && lines[i + 1].hunk == lines[start].hunk
+        {
+            i += 1;
+        }
+        let tests = lines[start..=i]
+            .iter()
+            .filter(|l| l.beyond == Some(Beyond::Test))
+            .count();
+        test_block[start..=i].fill(tests >= MIN_TEST_RUN);
+        i += 1;
+    }
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| hit[*i])
+        .map(|(i, l)| Match {
             path: l.path.clone(),
             line: l.line,
             removed: l.removed,
             text: l.text.clone(),
-            beyond: l.beyond,
-        });
+            beyond: l.beyond.filter(|b| *b != Beyond::Test || test_block[i]),
+        })
+        .collect()
+}
+
+/// Which of `keys` are a line of some file of the base tree: what the
+/// agent could read in its checkout (an idiom of the repository, another
+/// class's docstring) is no copy of the future. Read only for a candidate
+/// the rule would flag.
+fn in_base_tree(
+    repo: &Repository,
+    tree: &git2::Tree,
+    keys: &HashSet<&str>,
+) -> Result<HashSet<String>, git2::Error> {
+    let mut found = HashSet::new();
+    if keys.is_empty() {
+        return Ok(found);
     }
-    out
+    let mut failed = None;
+    tree.walk(git2::TreeWalkMode::PreOrder, |_, entry| {
+        if entry.kind() != Some(git2::ObjectType::Blob) {
+            return git2::TreeWalkResult::Ok;
+        }
+        let blob = match repo.find_blob(entry.id()) {
+            Ok(b) => b,
+            Err(e) => {
+                failed = Some(e);
+                return git2::TreeWalkResult::Abort;
+            }
+        };
+        if blob.size() > MAX_BLOB || blob.is_binary() {
+            return git2::TreeWalkResult::Ok;
+        }
+        for line in String::from_utf8_lossy(blob.content()).lines() {
+            if let Some(k) = walk::key(line) {
+                if keys.contains(k.as_str()) {
+                    found.insert(k);
+                }
+            }
+        }
+        if found.len() == keys.len() {
+            git2::TreeWalkResult::Abort
+        } else {
+            git2::TreeWalkResult::Ok
+        }
+    })
+    .or_else(|e| {
+        // Abort is reported as an error by libgit2: not one here.
+        if e.code() == git2::ErrorCode::User {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(found),
+    }
 }
 
 fn share(matched: usize, scored: usize) -> f64 {
@@ -352,14 +540,15 @@ pub(crate) fn scan_repo(
     base_commit: &str,
     files: &[FileDiff],
     gold: &[FileDiff],
+    issue: &HashSet<String>,
 ) -> Result<Scan, FutureError> {
     let base = Oid::from_str(base_commit)
         .ok()
         .and_then(|o| repo.find_commit(o).ok())
         .ok_or_else(|| FutureError::BaseMissing(base_commit.to_string()))?;
     let keys = gold_keys(gold);
-    let lines = scored(files, &keys);
-    let gold_lines = scored(gold, &keys);
+    let mut lines = scored(files, &keys, issue);
+    let gold_lines = scored(gold, &keys, issue);
     let mut scan = Scan {
         scored: lines.len(),
         ..Scan::default()
@@ -381,14 +570,41 @@ pub(crate) fn scan_repo(
     let touching = walk::touching(repo, &base, &commits, &paths, bounds)?;
     scan.touching = touching.len();
     let mut fix_share = 0.0;
-    for (i, t) in touching.iter().enumerate() {
+    for t in &touching {
         let g = share(explain(&gold_lines, &t.single).len(), gold_lines.len());
         if g > fix_share && g >= 0.5 {
             fix_share = g;
             scan.fix = Some(CommitRef::of(t));
         }
-        let single = explain(&lines, &t.single);
-        scan.explanations.push(Explanation {
+    }
+    scan.explanations = explanations(&lines, &touching);
+    if scan.flagged().is_some() {
+        // What the agent could read in its checkout is no evidence: looked
+        // up in the base tree only now, for a candidate the rule flags.
+        let wanted: HashSet<&str> = lines
+            .iter()
+            .filter(|l| l.beyond.is_some())
+            .map(|l| l.key.as_str())
+            .collect();
+        let seen = in_base_tree(repo, &base.tree()?, &wanted)?;
+        if !seen.is_empty() {
+            for l in &mut lines {
+                if seen.contains(&l.key) {
+                    l.beyond = None;
+                }
+            }
+            scan.explanations = explanations(&lines, &touching);
+        }
+    }
+    Ok(scan)
+}
+
+/// One explanation per touching commit, then one per run of two or more.
+fn explanations(lines: &[Scored], touching: &[Touching]) -> Vec<Explanation> {
+    let mut out = Vec::new();
+    for (i, t) in touching.iter().enumerate() {
+        let single = explain(lines, &t.single);
+        out.push(Explanation {
             commit: CommitRef::of(t),
             run: Vec::new(),
             scored: lines.len(),
@@ -396,8 +612,8 @@ pub(crate) fn scan_repo(
             matched: single,
         });
         if i > 0 {
-            let run = explain(&lines, &t.cumulative);
-            scan.explanations.push(Explanation {
+            let run = explain(lines, &t.cumulative);
+            out.push(Explanation {
                 commit: CommitRef::of(t),
                 run: touching[..=i].iter().map(CommitRef::of).collect(),
                 scored: lines.len(),
@@ -406,7 +622,7 @@ pub(crate) fn scan_repo(
             });
         }
     }
-    Ok(scan)
+    out
 }
 
 /// Scans the mirror at `mirror` for commits after the instance's base that
@@ -426,7 +642,13 @@ fn scan_files(mirror: &Path, instance: &Instance, files: &[FileDiff]) -> Result<
     })?;
     let mut gold = super::diff::read(&instance.patch);
     gold.extend(super::diff::read(&instance.test_patch));
-    scan_repo(&repo, &instance.base_commit, files, &gold)
+    scan_repo(
+        &repo,
+        &instance.base_commit,
+        files,
+        &gold,
+        &issue_keys(instance),
+    )
 }
 
 /// The check: a `future_copy` reason when a commit after the base explains
