@@ -587,34 +587,44 @@ fn a_test_of_the_same_behaviour_sharing_single_lines_is_not_a_copy() {
 /// the agent could read at the base is no copy of the future.
 #[test]
 fn lines_the_base_tree_already_has_are_not_evidence() {
-    let other = "class Line:\n    def set_flag(self, b):\n        \"\"\"\n        Set whether to use antialiased rendering.\n\n        Parameters\n        ----------\n        b : bool\n        \"\"\"\n        self._b = b\n";
-    let fixed = "class Text:\n    def set_flag(self, b):\n        \"\"\"\n        Set whether to use antialiased rendering.\n\n        Parameters\n        ----------\n        b : bool\n        \"\"\"\n        self._b = b\n";
+    let doc = |first: &str, second: &str| {
+        format!("    def set_flag(self, b):\n        \"\"\"\n        {first}\n        {second}\n        \"\"\"\n        self._b = b\n")
+    };
+    let (a, b) = (
+        "Set whether to use antialiased rendering.",
+        "The default is the rcParam text.antialiased.",
+    );
+    let line = format!("class Line:\n{}", doc(a, b));
+    let text = "class Text:\n    pass\n";
+    // The fix gives Text the docstring Line already has.
+    let fixed = format!("class Text:\n{}", doc(a, b));
     let h = History::new(
-        &[("line.py", other), ("text.py", "class Text:\n    pass\n")],
-        &[("text.py", fixed)],
+        &[("line.py", &line), ("text.py", text)],
+        &[("text.py", &fixed)],
         &[],
         &["text.py"],
         "Text has no set_flag.",
     );
-    assert!(!h.flagged(&[("text.py", fixed)]));
-    // Prose the base does not have is evidence, as before.
-    let own = fixed.replace(
-        "Set whether to use antialiased rendering.",
-        "Choose whether the glyphs are drawn with antialiasing on.",
+    let cand = h.candidate(&[("text.py", &fixed)]);
+    let e = h.scan(&cand).best_share().cloned().unwrap();
+    assert_eq!((e.share, e.beyond()), (1.0, 0), "{e:#?}");
+    assert!(!h.flagged(&[("text.py", &fixed)]));
+    // The same copy of a fix whose wording is its own is flagged.
+    let own = format!(
+        "class Text:\n{}",
+        doc(
+            "Choose whether the glyphs are drawn with antialiasing on.",
+            "Without a choice the text follows its figure's setting."
+        )
     );
     let h = History::new(
-        &[("line.py", other), ("text.py", "class Text:\n    pass\n")],
+        &[("line.py", &line), ("text.py", text)],
         &[("text.py", &own)],
         &[],
         &["text.py"],
         "Text has no set_flag.",
     );
-    let cand = h.candidate(&[("text.py", &own)]);
-    let e = h.scan(&cand).best_share().cloned().unwrap();
-    assert!(
-        e.matched.iter().any(|m| m.beyond == Some(Beyond::Prose)),
-        "{e:#?}"
-    );
+    assert!(h.flagged(&[("text.py", &own)]));
 }
 
 /// pytest-dev__pytest-7432 (the same submission): the candidate's test
