@@ -17,7 +17,8 @@
 //! commit outside gold). Removed lines are the base's text and never count,
 //! and neither does what an independent fix shares with the fix without
 //! reading it: a line the agent could read at the base (anywhere in the
-//! base tree, or in the issue's text), an import, a test line that rewrites
+//! base tree, or in the issue's text), an import, a numpydoc parameter
+//! line (`name : type`, which the signature dictates), a test line that rewrites
 //! an existing one (an expected value the new behaviour dictates), and test
 //! lines outside a block of [`MIN_TEST_RUN`] reproduced together (a test's
 //! name and one assertion are shared by any test of the same behaviour).
@@ -31,8 +32,10 @@ mod walk;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+use std::sync::LazyLock;
 
 use git2::{Oid, Repository};
+use regex::Regex;
 use serde::Serialize;
 
 use super::diff::{FileDiff, Kind};
@@ -288,6 +291,14 @@ fn gold_keys(gold: &[FileDiff]) -> HashMap<&str, Counts> {
     out
 }
 
+/// A docstring line that declares a parameter or a return value the numpydoc
+/// way (`antialiased : bool`, `X : array-like, shape (n_samples,)`): the
+/// signature and the repository's conventions dictate it, it is not prose.
+static PARAM_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\s*\*{0,2}[A-Za-z_]\w*(\s*,\s*\*{0,2}[A-Za-z_]\w*)*\s+:(\s.*)?$")
+        .expect("valid regex")
+});
+
 /// An import line: anyone who needs the name writes it the same way.
 fn is_import(text: &str) -> bool {
     let t = text.trim_start();
@@ -384,7 +395,7 @@ fn scored(
                 // dictates to any fix that updates the test.
                 (!rewrite[i]).then_some(Beyond::Test)
             } else if (text::is_python(&f.path) && prose[i]) || is_comment(&f.path, &l.text) {
-                Some(Beyond::Prose)
+                (!PARAM_LINE.is_match(&l.text)).then_some(Beyond::Prose)
             } else if !gold
                 .get(f.path.as_str())
                 .is_some_and(|g| g.contains_key(&key))

@@ -678,3 +678,32 @@ fn code_alone_beyond_gold_is_not_a_copy() {
     assert!(e.share >= MIN_SHARE && e.beyond() >= MIN_BEYOND, "{e:#?}");
     assert!(!h.flagged(&[("text.py", later)]));
 }
+
+/// matplotlib__matplotlib-25775 (the same submission): the numpydoc line
+/// `antialiased : bool` of the new setter's docstring is the fix's too; the
+/// parameter's name and type dictate it.
+#[test]
+fn a_parameter_declaration_is_not_prose() {
+    let base = "class Text:\n    pass\n";
+    let fixed = "class Text:\n    def set_antialiased(self, antialiased, threshold=0.5):\n        \"\"\"\n        Parameters\n        ----------\n        antialiased : bool\n        threshold : float, default: 0.5\n        \"\"\"\n        self._antialiased = antialiased\n";
+    let h = History::new(
+        &[("text.py", base)],
+        &[("text.py", fixed)],
+        &[],
+        &["text.py"],
+        "Text has no set_antialiased.",
+    );
+    let cand = h.candidate(&[("text.py", fixed)]);
+    let e = h.scan(&cand).best_share().cloned().unwrap();
+    assert_eq!((e.share, e.beyond()), (1.0, 0), "{e:#?}");
+    assert!(!h.flagged(&[("text.py", fixed)]));
+    for (line, declares) in [
+        ("        antialiased : bool", true),
+        ("    X : array-like, shape (n_samples, n_features)", true),
+        ("    *args, **kwargs :", true),
+        ("    Note: the text is drawn twice.", false),
+        ("    Set whether to use antialiased rendering.", false),
+    ] {
+        assert_eq!(PARAM_LINE.is_match(line), declares, "{line}");
+    }
+}
