@@ -61,6 +61,8 @@ def write(out, name, model, predictions, resolved):
 
 
 def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
     acr, coder, mini, out = sys.argv[1:5]
     for i in (1, 2, 3):
         d = f"results/swe-agent-results/cost_2_{i}"
