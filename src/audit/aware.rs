@@ -219,6 +219,19 @@ fn is_go(path: &str) -> bool {
     path.ends_with(".go") && !path.ends_with("_test.go")
 }
 
+/// setuptools' build output (`build/lib/`, `build/lib.<platform>/`): a copy
+/// of the package that `setup.py build` writes and no test imports. A
+/// candidate that commits it (psf__requests-1142 in a real submission)
+/// carries the library's own code, not code of its own.
+fn is_build_output(path: &str) -> bool {
+    path.strip_prefix("build/")
+        .is_some_and(|rest| rest.starts_with("lib/") || rest.starts_with("lib."))
+}
+
+/// A `def` line: it defines a function, it calls nothing (urllib3's own
+/// `def urlopen(self, ...)` is no use of the network).
+static DEF_LINE: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(async\s+)?def\s"));
+
 /// A dunder that answers a constant: `def __eq__(...)` whose only
 /// statement returns True/False, or `__eq__ = lambda ...: True`.
 static DUNDER_DEF: LazyLock<Regex> =
@@ -285,6 +298,10 @@ fn file_hits<'f>(
     let rules = if is_go(&f.path) { &GO_RULES } else { &RULES };
     for (k, (l, code)) in lines.iter().enumerate() {
         for (kind, what, raw, on_code) in rules.iter() {
+            // A call rule (no pattern on the raw line) never fires on a def.
+            if raw.is_none() && DEF_LINE.is_match(code) {
+                continue;
+            }
             let raw_ok = raw.as_ref().is_none_or(|r| r.is_match(&l.text));
             let code_ok = on_code.as_ref().is_none_or(|r| r.is_match(code));
             if raw_ok && code_ok {
@@ -378,6 +395,7 @@ pub(crate) fn check(
     for f in files {
         if f.kind == crate::patch::ChangeKind::Deleted
             || !(is_python(&f.path) || is_go(&f.path))
+            || is_build_output(&f.path)
             || f.paths().any(|p| test_paths.contains(p))
             || f.paths().any(|p| test_path_kind(p).is_some())
         {

@@ -91,6 +91,13 @@ pub fn test_path_kind(path: &str) -> Option<&'static str> {
     if name == "conftest.py" {
         return Some("conftest.py");
     }
+    // Under Maven's and Gradle's `src/main/` the folders are the main
+    // code's packages (apache/druid's `org/apache/druid/query/spec/`), and
+    // tests live in `src/test/`.
+    let dirs = match dirs.windows(2).position(|w| w == ["src", "main"]) {
+        Some(i) => &dirs[..i],
+        None => dirs,
+    };
     if dirs.iter().any(|d| TEST_DIRS.contains(d)) {
         return Some("in a test directory");
     }
@@ -484,6 +491,9 @@ mod tests {
             assert_eq!(test_path_kind(p), Some(what), "{p}");
         }
         for p in [
+            // apache__druid-14136's gold patch: a Java package named spec.
+            "processing/src/main/java/org/apache/druid/query/spec/MultipleIntervalSegmentSpec.java",
+            "src/main/java/com/example/testing/Fixtures.java",
             "src/lib.rs",
             "src/contest.go",
             "latest.go",

@@ -1,7 +1,9 @@
 //! Measures the future-copy check on real mirrors (ignored; run by
 //! `harness-scripts/measure-future.sh`): every prediction of a dataset whose
 //! repository has a mirror, scanned; one row per prediction, then counts
-//! with the rule and with its share condition alone.
+//! with the rule and with its share condition alone. For gold, `later`
+//! counts those a single commit other than the fix (or a copy of it)
+//! flags: gold is an independent fix of everything after it.
 //!
 //! PATCHGRADE_FUTURE_DATASET  dataset (.jsonl)
 //! PATCHGRADE_FUTURE_PREDS    predictions file, or `gold` (default)
@@ -26,10 +28,10 @@ fn measure_future_copy() {
     let preds = std::env::var("PATCHGRADE_FUTURE_PREDS").unwrap_or_else(|_| "gold".into());
     let ds = Dataset::load(Path::new(&ds)).unwrap();
     let preds = load_predictions(&[PathBuf::from(&preds)], &ds).unwrap();
-    let (mut scanned, mut no_mirror, mut no_base, mut empty) = (0, 0, 0, 0);
-    let (mut share_only, mut flagged, mut fix_found) = (0, 0, 0);
+    let (mut scanned, mut no_mirror, mut no_base, mut empty, mut failed) = (0, 0, 0, 0, 0);
+    let (mut share_only, mut flagged, mut fix_found, mut later) = (0, 0, 0, 0);
     let mut secs: Vec<f64> = Vec::new();
-    println!("instance\tscored\ttouching\tbest_share\tbest_beyond\tflagged\tcommit\tfix\tbeyond_kinds\tseconds");
+    println!("instance\tscored\ttouching\tbest_share\tbest_beyond\tflagged\tcommit\tfix\tbeyond_kinds\tlater\tseconds");
     for p in &preds {
         let Some(inst) = ds.get(&p.instance_id) else {
             continue;
@@ -49,7 +51,13 @@ fn measure_future_copy() {
                 no_base += 1;
                 continue;
             }
-            Err(e) => panic!("{}: {e}", inst.instance_id),
+            // A mirror missing objects (a partial snapshot) is the audit's
+            // note, not a measurement: counted and named.
+            Err(e) => {
+                eprintln!("{}: scan failed: {e}", inst.instance_id);
+                failed += 1;
+                continue;
+            }
         };
         let s = t.elapsed().as_secs_f64();
         secs.push(s);
@@ -59,6 +67,23 @@ fn measure_future_copy() {
         share_only += usize::from(best.is_some_and(|b| b.share >= MIN_SHARE));
         let hit = scan.flagged();
         flagged += usize::from(hit.is_some());
+        // A single commit other than the fix that the rule flags on its own,
+        // leaving out the fix's copies (a backport, the same pull request
+        // merged into another branch): for gold, those that explain it at
+        // least as much as the fix does.
+        let fix_id = scan.fix.as_ref().map(|c| c.id.as_str());
+        let fix_share = scan
+            .explanations
+            .iter()
+            .find(|e| e.run.is_empty() && Some(e.commit.id.as_str()) == fix_id)
+            .map(|e| e.share);
+        let other = scan.explanations.iter().find(|e| {
+            e.flagged()
+                && e.run.is_empty()
+                && Some(e.commit.id.as_str()) != fix_id
+                && fix_share.is_none_or(|f| e.share < f)
+        });
+        later += usize::from(other.is_some());
         let shown = hit.or(best);
         let kinds = shown
             .map(|e| {
@@ -74,7 +99,7 @@ fn measure_future_copy() {
             .unwrap_or_default();
         let short = |id: &str| id[..12].to_string();
         println!(
-            "{}\t{}\t{}\t{:.2}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
+            "{}\t{}\t{}\t{:.2}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
             inst.instance_id,
             scan.scored,
             scan.touching,
@@ -92,17 +117,18 @@ fn measure_future_copy() {
             )),
             scan.fix.as_ref().map_or("-".into(), |c| short(&c.id)),
             kinds,
+            other.map_or("-".into(), |e| short(&e.commit.id)),
             s
         );
     }
     secs.sort_by(f64::total_cmp);
     let mean = secs.iter().sum::<f64>() / secs.len().max(1) as f64;
     eprintln!(
-        "predictions {}: empty {empty}, no mirror {no_mirror}, base not in mirror {no_base}, scanned {scanned} (fix commit found for {fix_found})",
+        "predictions {}: empty {empty}, no mirror {no_mirror}, base not in mirror {no_base}, scan failed {failed}, scanned {scanned} (fix commit found for {fix_found})",
         preds.len()
     );
     eprintln!(
-        "share >= {MIN_SHARE} alone: {share_only}; the rule (share and >= {} lines beyond the minimal fix): {flagged}",
+        "share >= {MIN_SHARE} alone: {share_only}; the rule (share and >= {} lines beyond the minimal fix): {flagged}; by a single commit other than the fix or a copy of it: {later}",
         future::MIN_BEYOND
     );
     if let Some(max) = secs.last() {

@@ -226,3 +226,65 @@ fn go_rules_outside_test_files() {
         vec![]
     );
 }
+
+/// From a real submission (mini-swe-agent + Gemini 3 Pro, Verified,
+/// psf__requests-1142): the patch committed `build/lib/`, the copy of the
+/// package `setup.py build` writes, with urllib3's own connection code.
+#[test]
+fn setuptools_build_output_is_not_the_candidates_code() {
+    let copied = [
+        "from http.client import HTTPConnection, HTTPException",
+        "            sock = socket.create_connection((self.host, self.port), self.timeout)",
+    ];
+    for path in [
+        "build/lib/requests/packages/urllib3/connectionpool.py",
+        "build/lib.linux-x86_64-3.9/requests/packages/urllib3/connectionpool.py",
+    ] {
+        assert_eq!(check(&read(&adding(path, &copied)), &[], &[], ""), vec![]);
+    }
+    // The same lines in the package itself are the candidate's.
+    let rs = check(
+        &read(&adding(
+            "requests/packages/urllib3/connectionpool.py",
+            &copied,
+        )),
+        &[],
+        &[],
+        "",
+    );
+    assert_eq!(
+        whats(&rs, ReasonKind::OutsideTree),
+        vec!["uses the network", "uses the network"]
+    );
+    // A folder merely named build elsewhere is not setuptools' output.
+    let rs = check(
+        &read(&adding("src/build/lib_tools.py", &copied[1..])),
+        &[],
+        &[],
+        "",
+    );
+    assert_eq!(
+        whats(&rs, ReasonKind::OutsideTree),
+        vec!["uses the network"]
+    );
+}
+
+/// urllib3's `def urlopen(self, method, url, ...)` (the same patch) defines
+/// the method; a call rule does not fire on a definition.
+#[test]
+fn a_definition_is_no_call() {
+    let rs = reasons(
+        &[
+            "    def urlopen(self, method, url, body=None, headers=None, retries=3,",
+            "    async def urlopen(self, url):",
+            "def _exit(code):",
+        ],
+        "",
+    );
+    assert_eq!(rs, vec![]);
+    let rs = reasons(&["        return urllib.request.urlopen(url).read()"], "");
+    assert_eq!(
+        whats(&rs, ReasonKind::OutsideTree),
+        vec!["uses the network"]
+    );
+}

@@ -14,24 +14,35 @@
 //! when an independent fix would not share it ([`Beyond`]): prose (a
 //! comment, a docstring, a docs or changelog line), a test line, or a line
 //! the gold patch does not have (material of a later commit, or of the fix
-//! commit outside gold). Removed lines are the base's text and never count.
+//! commit outside gold). Removed lines are the base's text and never count,
+//! and neither does what an independent fix shares with the fix without
+//! reading it: a line the agent could read at the base (anywhere in the
+//! base tree, or in the issue's text), an import, a numpydoc parameter
+//! line (`name : type`, which the signature dictates), a test line that rewrites
+//! an existing one (an expected value the new behaviour dictates), and test
+//! lines outside a block of [`MIN_TEST_RUN`] reproduced together (a test's
+//! name and one assertion are shared by any test of the same behaviour).
 //! A candidate is flagged when one commit or run explains at least
 //! [`MIN_SHARE`] of its lines and at least [`MIN_BEYOND`] of the matched
-//! lines are such evidence.
+//! lines are such evidence, one of them free-worded (prose, docs or a test
+//! block: code alone is what threading the same names through the same
+//! functions gives).
 
+mod lines;
 mod walk;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use git2::{Oid, Repository};
 use serde::Serialize;
 
-use super::diff::{FileDiff, Kind};
+use super::diff::FileDiff;
 use super::history::iso8601;
-use super::{excerpt, tampering, text, Evidence, Reason, ReasonKind};
+use super::{excerpt, Evidence, Reason, ReasonKind};
 use crate::dataset::Instance;
-use walk::{Bounds, Counts, Delta, Touching};
+use lines::{explain, gold_keys, issue_keys, scored, share, Scored};
+use walk::{in_base_tree, Bounds, Touching};
 
 /// Commits that touch the candidate's files, oldest first, read per
 /// candidate: the fix is nearly always among the first few after the base,
@@ -53,6 +64,12 @@ pub const MIN_BEYOND: usize = 2;
 /// A line shorter than this (whitespace removed) is no evidence: `return x`,
 /// `# noqa`, `break;` are written the same way by anyone.
 pub const MIN_KEY: usize = 12;
+/// Test lines are evidence only in a block of at least this many reproduced
+/// together (consecutive changed lines of one hunk, all matched): an
+/// independent test of the same behaviour shares single lines with the
+/// fix's (its name, from the issue or the file's naming; an assertion), a
+/// copied test shares blocks.
+pub const MIN_TEST_RUN: usize = 3;
 
 /// Why the future-copy check could not run.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +102,12 @@ pub enum Beyond {
 }
 
 impl Beyond {
+    /// Wording the author chooses (prose, docs, a test block), unlike code,
+    /// whose lines the names and the language dictate.
+    pub fn free_worded(self) -> bool {
+        self != Beyond::NotInGold
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Beyond::Prose => "comment or docstring",
@@ -93,18 +116,6 @@ impl Beyond {
             Beyond::NotInGold => "not in gold",
         }
     }
-}
-
-/// One changed line of a patch, as the check scores it.
-#[derive(Debug, Clone)]
-struct Scored {
-    path: String,
-    /// New-file line (for a removal: where it sits), as in all evidence.
-    line: usize,
-    removed: bool,
-    key: String,
-    text: String,
-    beyond: Option<Beyond>,
 }
 
 /// A commit, as evidence names it.
@@ -166,9 +177,14 @@ impl Explanation {
     }
 
     /// The rule: most of the candidate, and enough that no independent fix
-    /// would share.
+    /// would share, some of it free-worded.
     pub fn flagged(&self) -> bool {
-        self.share >= MIN_SHARE && self.beyond() >= MIN_BEYOND
+        self.share >= MIN_SHARE
+            && self.beyond() >= MIN_BEYOND
+            && self
+                .matched
+                .iter()
+                .any(|m| m.beyond.is_some_and(Beyond::free_worded))
     }
 }
 
@@ -217,134 +233,6 @@ impl Scan {
     }
 }
 
-fn is_docs(path: &str) -> bool {
-    let name = super::diff::basename(path).to_ascii_uppercase();
-    let doc_ext = [".MD", ".RST", ".TXT", ".ADOC"];
-    doc_ext.iter().any(|e| name.ends_with(e))
-        || ["CHANGE", "NEWS", "HISTORY", "RELEASE"]
-            .iter()
-            .any(|p| name.starts_with(p))
-        || path.split('/').any(|d| d == "doc" || d == "docs")
-}
-
-/// C-family languages, whose `#` starts a preprocessor line, not a comment.
-fn slash_comments(path: &str) -> bool {
-    let ext = path.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    [
-        "c", "h", "cc", "cpp", "cxx", "hpp", "hh", "go", "rs", "js", "jsx", "ts", "tsx", "mjs",
-        "cjs", "java", "kt", "scala", "swift", "cs", "php", "vue", "dart",
-    ]
-    .contains(&ext)
-}
-
-fn is_comment(path: &str, line: &str) -> bool {
-    let t = line.trim_start();
-    if slash_comments(path) {
-        t.starts_with("//") || t.starts_with("/*") || t.starts_with('*')
-    } else {
-        t.starts_with('#') || t.starts_with("--") || t.starts_with("//")
-    }
-}
-
-/// Gold's added keys per file (the patch and its tests).
-fn gold_keys(gold: &[FileDiff]) -> HashMap<&str, Counts> {
-    let mut out: HashMap<&str, Counts> = HashMap::new();
-    for f in gold {
-        let e = out.entry(f.path.as_str()).or_default();
-        for k in f.added().filter_map(|l| walk::key(&l.text)) {
-            *e.entry(k).or_default() += 1;
-        }
-    }
-    out
-}
-
-/// The changed lines of `files` that the check scores, each with what
-/// would make it evidence.
-fn scored(files: &[FileDiff], gold: &HashMap<&str, Counts>) -> Vec<Scored> {
-    let mut out = Vec::new();
-    for f in files {
-        let prose = text::prose_lines(f);
-        let (docs, test) = (
-            is_docs(&f.path),
-            tampering::test_path_kind(&f.path).is_some(),
-        );
-        for (i, l) in f.lines.iter().enumerate() {
-            if l.kind == Kind::Context {
-                continue;
-            }
-            let Some(key) = walk::key(&l.text) else {
-                continue;
-            };
-            let removed = l.kind == Kind::Remove;
-            let beyond = if removed || key.chars().count() < MIN_KEY {
-                None
-            } else if docs {
-                Some(Beyond::Docs)
-            } else if test {
-                Some(Beyond::Test)
-            } else if (text::is_python(&f.path) && prose[i]) || is_comment(&f.path, &l.text) {
-                Some(Beyond::Prose)
-            } else if !gold
-                .get(f.path.as_str())
-                .is_some_and(|g| g.contains_key(&key))
-            {
-                Some(Beyond::NotInGold)
-            } else {
-                None
-            };
-            out.push(Scored {
-                path: f.path.clone(),
-                line: l.new_no,
-                removed,
-                key,
-                text: l.text.trim().to_string(),
-                beyond,
-            });
-        }
-    }
-    out
-}
-
-/// The lines of `lines` that `deltas` explain, each commit line used once.
-fn explain(lines: &[Scored], deltas: &BTreeMap<String, Delta>) -> Vec<Match> {
-    let mut left: HashMap<(&str, bool), HashMap<&str, usize>> = HashMap::new();
-    for (p, d) in deltas {
-        for (removed, counts) in [(false, &d.added), (true, &d.removed)] {
-            let m = left.entry((p.as_str(), removed)).or_default();
-            for (k, n) in counts {
-                m.insert(k.as_str(), *n);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for l in lines {
-        let Some(n) = left
-            .get_mut(&(l.path.as_str(), l.removed))
-            .and_then(|m| m.get_mut(l.key.as_str()))
-            .filter(|n| **n > 0)
-        else {
-            continue;
-        };
-        *n -= 1;
-        out.push(Match {
-            path: l.path.clone(),
-            line: l.line,
-            removed: l.removed,
-            text: l.text.clone(),
-            beyond: l.beyond,
-        });
-    }
-    out
-}
-
-fn share(matched: usize, scored: usize) -> f64 {
-    if scored == 0 {
-        0.0
-    } else {
-        matched as f64 / scored as f64
-    }
-}
-
 /// Scans the mirror for commits after `base_commit` that explain the
 /// candidate (`files`); `gold` is the instance's patch and test patch.
 pub(crate) fn scan_repo(
@@ -352,14 +240,15 @@ pub(crate) fn scan_repo(
     base_commit: &str,
     files: &[FileDiff],
     gold: &[FileDiff],
+    issue: &HashSet<String>,
 ) -> Result<Scan, FutureError> {
     let base = Oid::from_str(base_commit)
         .ok()
         .and_then(|o| repo.find_commit(o).ok())
         .ok_or_else(|| FutureError::BaseMissing(base_commit.to_string()))?;
     let keys = gold_keys(gold);
-    let lines = scored(files, &keys);
-    let gold_lines = scored(gold, &keys);
+    let mut lines = scored(files, &keys, issue);
+    let gold_lines = scored(gold, &keys, issue);
     let mut scan = Scan {
         scored: lines.len(),
         ..Scan::default()
@@ -381,14 +270,41 @@ pub(crate) fn scan_repo(
     let touching = walk::touching(repo, &base, &commits, &paths, bounds)?;
     scan.touching = touching.len();
     let mut fix_share = 0.0;
-    for (i, t) in touching.iter().enumerate() {
+    for t in &touching {
         let g = share(explain(&gold_lines, &t.single).len(), gold_lines.len());
         if g > fix_share && g >= 0.5 {
             fix_share = g;
             scan.fix = Some(CommitRef::of(t));
         }
-        let single = explain(&lines, &t.single);
-        scan.explanations.push(Explanation {
+    }
+    scan.explanations = explanations(&lines, &touching);
+    if scan.flagged().is_some() {
+        // What the agent could read in its checkout is no evidence: looked
+        // up in the base tree only now, for a candidate the rule flags.
+        let wanted: HashSet<&str> = lines
+            .iter()
+            .filter(|l| l.beyond.is_some())
+            .map(|l| l.key.as_str())
+            .collect();
+        let seen = in_base_tree(repo, &base.tree()?, &wanted)?;
+        if !seen.is_empty() {
+            for l in &mut lines {
+                if seen.contains(&l.key) {
+                    l.beyond = None;
+                }
+            }
+            scan.explanations = explanations(&lines, &touching);
+        }
+    }
+    Ok(scan)
+}
+
+/// One explanation per touching commit, then one per run of two or more.
+fn explanations(lines: &[Scored], touching: &[Touching]) -> Vec<Explanation> {
+    let mut out = Vec::new();
+    for (i, t) in touching.iter().enumerate() {
+        let single = explain(lines, &t.single);
+        out.push(Explanation {
             commit: CommitRef::of(t),
             run: Vec::new(),
             scored: lines.len(),
@@ -396,8 +312,8 @@ pub(crate) fn scan_repo(
             matched: single,
         });
         if i > 0 {
-            let run = explain(&lines, &t.cumulative);
-            scan.explanations.push(Explanation {
+            let run = explain(lines, &t.cumulative);
+            out.push(Explanation {
                 commit: CommitRef::of(t),
                 run: touching[..=i].iter().map(CommitRef::of).collect(),
                 scored: lines.len(),
@@ -406,7 +322,7 @@ pub(crate) fn scan_repo(
             });
         }
     }
-    Ok(scan)
+    out
 }
 
 /// Scans the mirror at `mirror` for commits after the instance's base that
@@ -426,7 +342,13 @@ fn scan_files(mirror: &Path, instance: &Instance, files: &[FileDiff]) -> Result<
     })?;
     let mut gold = super::diff::read(&instance.patch);
     gold.extend(super::diff::read(&instance.test_patch));
-    scan_repo(&repo, &instance.base_commit, files, &gold)
+    scan_repo(
+        &repo,
+        &instance.base_commit,
+        files,
+        &gold,
+        &issue_keys(instance),
+    )
 }
 
 /// The check: a `future_copy` reason when a commit after the base explains

@@ -5,6 +5,7 @@
 use git2::{DiffFormat, Oid, Repository, Signature, Time};
 use serde_json::json;
 
+use super::lines::{is_comment, is_docs};
 use super::*;
 use crate::audit::{audit_static, diff, AuditInput, Family};
 
@@ -186,6 +187,7 @@ impl Fixture {
             &self.inst.base_commit,
             &diff::read(candidate),
             &gold,
+            &issue_keys(&self.inst),
         )
         .unwrap()
     }
@@ -414,3 +416,5 @@ fn the_datasets_own_gold_is_not_checked() {
         a.notes
     );
 }
+
+mod independent;

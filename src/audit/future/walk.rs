@@ -1,11 +1,15 @@
 //! The mirror's side of the future-copy check: the commits after the base
 //! that touch the candidate's files, and what each changed there, as
-//! whitespace-free line keys.
+//! whitespace-free line keys; and which lines the base tree already has.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
 use git2::{Commit, Oid, Repository, Tree};
+
+/// Base-tree files larger than this are not read for the lines an agent
+/// could see at the base (generated data, not code it copies from).
+const MAX_BLOB: usize = 2 << 20;
 
 /// Line keys with their counts (a multiset).
 pub(super) type Counts = HashMap<String, usize>;
@@ -250,4 +254,59 @@ pub(super) fn touching(
         });
     }
     Ok(out)
+}
+
+/// Which of `keys` are a line of some file of the base tree: what the
+/// agent could read in its checkout (an idiom of the repository, another
+/// class's docstring) is no copy of the future. Read only for a candidate
+/// the rule would flag.
+pub(super) fn in_base_tree(
+    repo: &Repository,
+    tree: &Tree,
+    keys: &HashSet<&str>,
+) -> Result<HashSet<String>, git2::Error> {
+    let mut found = HashSet::new();
+    if keys.is_empty() {
+        return Ok(found);
+    }
+    let mut failed = None;
+    tree.walk(git2::TreeWalkMode::PreOrder, |_, entry| {
+        if entry.kind() != Some(git2::ObjectType::Blob) {
+            return git2::TreeWalkResult::Ok;
+        }
+        let blob = match repo.find_blob(entry.id()) {
+            Ok(b) => b,
+            Err(e) => {
+                failed = Some(e);
+                return git2::TreeWalkResult::Abort;
+            }
+        };
+        if blob.size() > MAX_BLOB || blob.is_binary() {
+            return git2::TreeWalkResult::Ok;
+        }
+        for line in String::from_utf8_lossy(blob.content()).lines() {
+            if let Some(k) = key(line) {
+                if keys.contains(k.as_str()) {
+                    found.insert(k);
+                }
+            }
+        }
+        if found.len() == keys.len() {
+            git2::TreeWalkResult::Abort
+        } else {
+            git2::TreeWalkResult::Ok
+        }
+    })
+    .or_else(|e| {
+        // Abort is reported as an error by libgit2: not one here.
+        if e.code() == git2::ErrorCode::User {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(found),
+    }
 }
