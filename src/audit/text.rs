@@ -67,8 +67,8 @@ fn code_of(line: &str, mut st: State) -> (String, State) {
 /// The string state at the start of each line of `file` (removed lines
 /// get the state of the line after them). A hunk may start inside a
 /// docstring; the first triple quote of a hunk is read as closing one when
-/// it stands alone after a line that does not end with `:`, or ends a line
-/// of prose (`... text."""`).
+/// it stands alone after a line that does not end with `:`, `(`, `[`, `,`
+/// or `=`, or ends a line of prose (`... text."""`).
 fn line_states(file: &FileDiff) -> Vec<State> {
     let mut out = vec![State::Code; file.lines.len()];
     let mut st = State::Code;
@@ -96,7 +96,10 @@ fn line_states(file: &FileDiff) -> Vec<State> {
         };
         if let (Some(q), State::Code, false) = (triple, st, seen_triple) {
             let delim: String = std::iter::repeat_n(q, 3).collect();
-            let lone = t == delim && prev.is_some_and(|p| !p.trim_end().ends_with(':'));
+            // A lone quote after `:` opens a docstring, after `(`, `[`, `,` or
+            // `=` an argument or a value (`testdir.makepyfile(\n"""`).
+            let lone = t == delim
+                && prev.is_some_and(|p| !p.trim_end().ends_with([':', '(', '[', ',', '=']));
             let closes_prose =
                 t.matches(delim.as_str()).count() == 1 && t.ends_with(delim.as_str()) && {
                     let before = t[..t.len() - 3].trim_end();
