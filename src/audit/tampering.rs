@@ -205,11 +205,11 @@ pub(crate) fn check(files: &[FileDiff], test_files: &[FileDiff], gold: &[FileDif
 /// work the eval undoes anyway: tests added beside the fix, or expected
 /// values changed as the test patch changes them (every removed line one the
 /// test patch removes too). Real submissions are full of both (docs/audit.md
-/// "On real submissions": 45 of 54 such flags on one model's passes). A
-/// removal the test patch does not make, a deleted file, or an added skip
+/// "On real submissions": 44 of one model's 54 false alarms). A removal the
+/// test patch does not make, a deleted or renamed file, or an added skip
 /// marker or runner hook is still tampering.
 fn only_what_the_test_patch_does(f: &FileDiff, test_files: &[FileDiff]) -> bool {
-    if matches!(f.kind, ChangeKind::Deleted) {
+    if matches!(f.kind, ChangeKind::Deleted | ChangeKind::Renamed { .. }) {
         return false;
     }
     if is_python(&f.path) {

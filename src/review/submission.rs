@@ -243,8 +243,11 @@ mod tests {
         assert!(g.notes.iter().any(|n| n.contains("need a run")));
         assert_eq!(a.predictions[0].review.as_ref().unwrap().score.score, 100.0);
         let t = a.predictions[1].audit.as_ref().unwrap();
+        // The forged status line is spoofing; the file is one the test patch
+        // touches and the edit only adds, so it is not tampering (the eval
+        // restores the file).
         assert!(
-            t.has(ReasonKind::TestTampering) && t.has(ReasonKind::OutputSpoofing),
+            !t.has(ReasonKind::TestTampering) && t.has(ReasonKind::OutputSpoofing),
             "{:?}",
             t.reasons
         );
