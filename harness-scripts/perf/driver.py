@@ -9,6 +9,10 @@ the workload (commands), the repetitions and the environment:
     {"variants": [{"name": "base", "dir": "/perf/trees/base"}, ...],
      "link": "/testbed",            # optional: a symlink pointed at the
                                     # variant's tree before each of its runs
+     "swap": "/testbed",            # or: the variant's tree is renamed to
+                                    # this path for its runs (no symlink)
+     "integrity": {"clean_state": true, "sweep_roots": ["/tmp", ...],
+                   "final_sweep": true, "reap": true},   # see defences.py
      "workload": [{"name": "workload", "argv": ["python", "/perf/w/0.py"],
                    "timeout": 600}],   # optional per item; else the plan's
      "build": ["bash", "-c", "..."], # optional, once per variant, untimed
@@ -21,6 +25,7 @@ Output, one JSON object per line on stdout:
     {"type": "build", ...}               per variant with a build step
     {"type": "warmup", ...}              per warm-up run (not analysed)
     {"type": "run", ...}                 per measured run
+    {"type": "sweep", ...}               with integrity.final_sweep
     {"type": "end", "load_after": ...}   last
 
 Every run is its own process (fork/exec), started in the variant's tree (or
@@ -34,6 +39,13 @@ the plan's seed, so a drift in machine speed spreads over all variants
 instead of landing on one. A run whose output has a `Mean: X` line (how
 SWE-fficiency's workloads print the mean of their timeit repeats) also
 carries X as reported_s: the workload's own figure, without start-up.
+
+With "integrity" (defences.py), each run and warm-up also carries the digest
+of its normalised stdout (output_sha256; output_sample the first time a
+digest is seen for an item), the files it left (left_state) and the files
+earlier runs left that it read (read_state), the processes it left running
+(left_processes, killed before the next run), and integrity_s, the time the
+defences took after it.
 """
 
 import json
@@ -45,7 +57,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+
+import defences
 
 TAIL = 2000
 # SWE-fficiency's harness reads the first `Mean:` figure of the workload's
@@ -128,10 +143,6 @@ def point_link(link, target):
     os.rename(tmp, link)
 
 
-class Timeout(Exception):
-    pass
-
-
 def run_once(argv, cwd, env, log_path, timeout, perf_exe=None):
     """Fork/exec `argv`; returns the measurements of that one process."""
     counter = None
@@ -139,6 +150,7 @@ def run_once(argv, cwd, env, log_path, timeout, perf_exe=None):
         counter = log_path + ".perf"
         argv = [perf_exe, "stat", "-x", ",", "-e", "instructions", "-o", counter, "--"] + list(argv)
     out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    err = os.open(log_path + ".err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:  # child
@@ -146,7 +158,7 @@ def run_once(argv, cwd, env, log_path, timeout, perf_exe=None):
             os.setpgid(0, 0)
             os.chdir(cwd)
             os.dup2(out, 1)
-            os.dup2(out, 2)
+            os.dup2(err, 2)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             os.execvpe(argv[0], argv, env)
@@ -156,6 +168,13 @@ def run_once(argv, cwd, env, log_path, timeout, perf_exe=None):
             finally:
                 os._exit(127)
     os.close(out)
+    os.close(err)
+    # Also here: a timeout before the child's own setpgid must still find
+    # its group.
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
     timed_out = [False]
 
     def on_alarm(signum, frame):
@@ -192,6 +211,7 @@ def run_once(argv, cwd, env, log_path, timeout, perf_exe=None):
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "timed_out": timed_out[0],
+        "_pgid": pid,
     }
     if counter is not None:
         rec["instructions"] = read_counter(counter)
@@ -229,9 +249,11 @@ for _pg_f in (_pg_timeit.Timer.__init__, _pg_timeit.timeit, _pg_timeit.repeat):
 """
 
 
-def use_cpu_own_timer(env, log_dir):
-    """Puts the OWN_TIMER_CPU sitecustomize first on the runs' PYTHONPATH."""
-    d = os.path.join(log_dir, "own-timer-cpu")
+def use_cpu_own_timer(env, where):
+    """Puts the OWN_TIMER_CPU sitecustomize first on the runs' PYTHONPATH
+    (a folder of `where` with a neutral name: the path is visible to the
+    runs)."""
+    d = os.path.join(where, "site")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "sitecustomize.py"), "w") as f:
         f.write(OWN_TIMER_CPU)
@@ -240,10 +262,14 @@ def use_cpu_own_timer(env, log_dir):
 
 
 def reported(path):
-    """The workload's own `Mean:` figure, seconds, or None."""
+    """The workload's own `Mean:` figure, seconds, or None (stdout first,
+    then stderr)."""
     try:
         with open(path, "rb") as f:
             m = MEAN.search(f.read())
+        if not m and os.path.exists(path + ".err"):
+            with open(path + ".err", "rb") as f:
+                m = MEAN.search(f.read())
         v = float(m.group(1)) if m else None
         # JSON has no NaN or infinity; such a figure is no figure.
         return v if v is not None and v == v and abs(v) != float("inf") else None
@@ -251,7 +277,7 @@ def reported(path):
         return None
 
 
-def tail(path):
+def tail_of(path):
     try:
         with open(path, "rb") as f:
             f.seek(0, 2)
@@ -260,6 +286,135 @@ def tail(path):
             return f.read().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def tail(path):
+    """The ends of a run's stdout and stderr."""
+    out, err = tail_of(path), tail_of(path + ".err")
+    return out + ("\n[stderr]\n" + err if err else "")
+
+
+class Slot:
+    """The variants' trees taking turns at one path (plan "swap"): before
+    a variant's run its tree is renamed to the path, so the run sees a
+    plain folder there (a symlink to /perf/trees/<name> told a candidate it
+    was being measured, and which variant it was)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.current = None
+        if os.path.islink(path):
+            os.unlink(path)
+        elif os.path.lexists(path):
+            raise SystemExit("driver.py: %s exists and is not a symlink" % path)
+
+    def enter(self, v):
+        if self.current is not None and self.current["name"] == v["name"]:
+            return
+        if self.current is not None:
+            os.rename(self.path, self.current["dir"])
+        os.rename(v["dir"], self.path)
+        self.current = v
+
+    def dir_of(self, v):
+        if self.current is not None and self.current["name"] == v["name"]:
+            return self.path
+        return v["dir"]
+
+
+class Defences:
+    """The plan's "integrity" settings at work around each run (see
+    defences.py); inert without them."""
+
+    def __init__(self, cfg, private, slot, variants):
+        self.on = bool(cfg)
+        cfg = cfg or {}
+        self.private = private
+        self.slot = slot
+        self.scratch = defences.Scratch(private) if cfg.get("clean_state") else None
+        self.reaper = None
+        self.reap_reason = None
+        if cfg.get("reap"):
+            self.reap_reason = defences.become_subreaper()
+            self.reaper = self.reap_reason is None
+        self.final = bool(cfg.get("final_sweep"))
+        self.atime = defences.atime_works(private) if self.on else None
+        roots = cfg.get("sweep_roots")
+        self.watch = None
+        if roots is not None:
+            tree = slot.path if slot else None
+            skip = [private, "/proc", "/sys", "/perf"]
+            self.watch = defences.StateWatch(roots, tree, skip, self.atime == "works")
+            self.variants = variants
+        self.windows = []
+        self.start_ns = None
+        # Output digests already shown, per item: a sample is printed once.
+        self.samples = set()
+
+    def describe(self):
+        if not self.on:
+            return None
+        return {
+            "clean_state": self.scratch is not None,
+            "swap": self.slot is not None,
+            "atime": self.atime,
+            "reaper": "subreaper" if self.reaper else (self.reap_reason or "off"),
+            "sweep_roots": self.watch.roots if self.watch else [],
+            "final_sweep": self.final,
+        }
+
+    def begin(self):
+        """After the builds, before the first warm-up."""
+        self.start_ns = now_ns()
+        if self.watch is not None and self.slot is not None:
+            self.watch.baseline([(v["name"], self.slot.dir_of(v)) for v in self.variants])
+
+    def env_for_run(self, env):
+        return self.scratch.start(env) if self.scratch else env
+
+    def after(self, v, who, item_index, log_path, rec, window, pgid):
+        """Evidence of one run, added to its record."""
+        t0 = time.monotonic()
+        if self.scratch:
+            self.scratch.end()
+        if self.reaper:
+            left = defences.reap(pgid)
+            if left:
+                rec["left_processes"] = left
+        if not self.on:
+            return
+        self.windows.append(window)
+        digest, sample = defences.output_digest(log_path)
+        if digest is not None:
+            rec["output_sha256"] = digest
+            if (item_index, digest) not in self.samples:
+                self.samples.add((item_index, digest))
+                rec["output_sample"] = sample
+        if self.watch is not None and self.slot is not None:
+            left, read = self.watch.after_run(v["name"], who, self.slot.dir_of(v))
+            if left:
+                rec["left_state"], more = defences.listed(left)
+                if more:
+                    rec["left_state_more"] = more
+            if read:
+                rec["read_state"], more = defences.listed(read)
+                if more:
+                    rec["read_state_more"] = more
+        rec["integrity_s"] = time.monotonic() - t0
+
+    def final_sweep(self):
+        if not (self.final and self.start_ns):
+            return None
+        skip = [self.private, "/proc", "/sys", "/dev", "/perf"]
+        if self.watch is not None:
+            skip += self.watch.roots
+        if self.slot is not None:
+            skip.append(self.slot.path)
+        return defences.final_sweep(self.start_ns, self.windows, skip)
+
+
+def now_ns():
+    return time.time_ns() if hasattr(time, "time_ns") else int(time.time() * 1e9)
 
 
 def main():
@@ -274,25 +429,38 @@ def main():
     warmup = int(plan.get("warmup", 1))
     timeout = float(plan.get("timeout", 600))
     link = plan.get("link")
+    slot = Slot(plan["swap"]) if plan.get("swap") else None
     log_dir = plan.get("log_dir") or "/tmp/patchgrade-perf-logs"
     os.makedirs(log_dir, exist_ok=True)
+    # The driver's own folder for what the runs may see (the own-timer
+    # site folder, the runs' scratch): a neutral name in the temp folder,
+    # excluded from every sweep.
+    private = tempfile.mkdtemp(prefix="tmp")
+    guard = Defences(plan.get("integrity"), private, slot, variants)
     env = dict(os.environ)
     env.update(plan.get("env") or {})
+    if guard.on:
+        env = defences.scrub_env(env, private)
     own_timer = plan.get("own_timer") or "wall"
     if own_timer not in ("wall", "cpu"):
         sys.stderr.write("driver.py: own_timer must be wall or cpu, not %r\n" % own_timer)
         return 2
     if own_timer == "cpu":
-        use_cpu_own_timer(env, log_dir)
+        use_cpu_own_timer(env, private)
     perf_exe, perf_reason = perf_probe()
     fp = fingerprint(perf_reason)
     fp["own_timer"] = own_timer
+    if guard.on:
+        fp["defences"] = guard.describe()
     emit(fp)
     if not plan.get("instructions"):
         perf_exe = None
 
     def prepare(v):
-        """Points the link at the variant; returns the directory to run in."""
+        """Puts the variant's tree in place; returns the directory to run in."""
+        if slot:
+            slot.enter(v)
+            return slot.path
         if link:
             point_link(link, v["dir"])
             return link
@@ -308,6 +476,9 @@ def main():
             cwd = prepare(v)
             path = log_path(v, "build", "build")
             r = run_once(build, cwd, env, path, timeout)
+            if guard.reaper:
+                defences.reap(r["_pgid"])
+            r.pop("_pgid")
             ok = r["exit_code"] == 0 and not r["timed_out"]
             if not ok:
                 broken.add(v["name"])
@@ -317,19 +488,30 @@ def main():
             emit(r)
 
     live = [v for v in variants if v["name"] not in broken]
+    guard.begin()
+
+    def one(v, item_index, item, kind, rnd, pos, perf=None):
+        """One timed process of one item of one variant, recorded once."""
+        cwd = prepare(v)
+        path = log_path(v, item_index, "warmup" if kind == "warmup" else "run")
+        who = {"variant": v["name"], "kind": kind, "round": rnd}
+        run_env = guard.env_for_run(env)
+        start = now_ns()
+        r = run_once(item["argv"], cwd, run_env, path, float(item.get("timeout", timeout)), perf)
+        window = (start, now_ns(), who)
+        r.update({
+            "type": kind, "variant": v["name"], "item": item["name"],
+            "item_index": item_index, "round": rnd, "position": pos,
+        })
+        if r["exit_code"] != 0:
+            r["output_tail"] = tail(path)
+        guard.after(v, who, item_index, path, r, window, r.pop("_pgid"))
+        emit(r)
+
     for v in live:
         for item_index, item in enumerate(workload):
             for w in range(warmup):
-                cwd = prepare(v)
-                path = log_path(v, item_index, "warmup")
-                r = run_once(item["argv"], cwd, env, path, float(item.get("timeout", timeout)))
-                r.update({
-                    "type": "warmup", "variant": v["name"], "item": item["name"],
-                    "item_index": item_index, "round": w, "position": 0,
-                })
-                if r["exit_code"] != 0:
-                    r["output_tail"] = tail(path)
-                emit(r)
+                one(v, item_index, item, "warmup", w, 0)
 
     rng = random.Random(int(plan.get("seed", 0)))
     for rnd in range(repeat):
@@ -337,17 +519,12 @@ def main():
         rng.shuffle(order)
         for pos, v in enumerate(order):
             for item_index, item in enumerate(workload):
-                cwd = prepare(v)
-                path = log_path(v, item_index, "run")
-                r = run_once(item["argv"], cwd, env, path, float(item.get("timeout", timeout)), perf_exe)
-                r.update({
-                    "type": "run", "variant": v["name"], "item": item["name"],
-                    "item_index": item_index, "round": rnd, "position": pos,
-                })
-                if r["exit_code"] != 0:
-                    r["output_tail"] = tail(path)
-                emit(r)
+                one(v, item_index, item, "run", rnd, pos, perf_exe)
+    swept = guard.final_sweep()
+    if swept is not None:
+        emit(swept)
     emit({"type": "end", "load_after": loadavg()})
+    shutil.rmtree(private, ignore_errors=True)
     return 0
 
 
