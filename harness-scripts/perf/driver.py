@@ -344,6 +344,7 @@ class Defences:
         if roots is not None:
             tree = slot.path if slot else None
             skip = [private, "/proc", "/sys", "/perf"]
+            roots = [os.path.expanduser(r) for r in roots]
             self.watch = defences.StateWatch(roots, tree, skip, self.atime == "works")
             self.variants = variants
         self.windows = []

@@ -17,6 +17,7 @@ fn fingerprint(load: f64) -> Fingerprint {
         driver_rss_kb: Some(10_000),
         instructions: "unavailable: test".into(),
         own_timer: None,
+        defences: None,
     }
 }
 
@@ -44,6 +45,7 @@ fn runs(name: &str, median: f64, spread: f64, repeat: usize, seed: u64) -> Vec<R
                 instructions: None,
                 reported_s: None,
                 output_tail: None,
+                evidence: Default::default(),
             }
         })
         .collect()
@@ -79,6 +81,7 @@ fn demo(aa_spread: f64) -> (Vec<VariantInfo>, DriverOutput) {
         builds: Vec::new(),
         warmups: Vec::new(),
         runs: all,
+        sweep: None,
     };
     (variants, out)
 }

@@ -6,10 +6,12 @@
 //! driver, its plan, the workload's scripts, and each variant's changed
 //! files. The container's command (`/perf/run.sh`) moves `/testbed` aside,
 //! copies it once per variant to `/perf/trees/<name>`, applies that variant's
-//! files and deletions, makes `/testbed` a symlink (which the driver points
-//! at each variant's tree before its runs, so installs that refer to
-//! `/testbed` load the variant's code), activates the environment, and
-//! execs the driver: build of every variant, warm-ups, interleaved rounds.
+//! files and deletions, makes `/testbed` a symlink to base's tree for the
+//! setup lines, activates the environment, and execs the driver, which
+//! renames each variant's tree to `/testbed` for its runs (installs that
+//! refer to `/testbed` load the variant's code; the code sees a plain
+//! folder) and runs the builds, warm-ups and interleaved rounds with the
+//! integrity defences (harness-scripts/perf/defences.py).
 //! Setup output goes to stderr, the driver's JSON lines to stdout.
 //! The container is removed on every path (the end, an error, a timeout, a
 //! dropped future): it is run through [`crate::backend::docker::engine`].
@@ -28,8 +30,14 @@ use crate::backend::docker::engine::{self, ApiError, ContainerSpec, RunFailure, 
 use crate::backend::docker::images::TESTBED;
 use crate::script::quote;
 
-/// The driver, embedded so the binary needs nothing beside it.
+/// The driver and its defences, embedded so the binary needs nothing
+/// beside it.
 pub const DRIVER: &str = include_str!("../../harness-scripts/perf/driver.py");
+pub const DEFENCES: &str = include_str!("../../harness-scripts/perf/defences.py");
+
+/// Shared places swept for files a run leaves (`~`: the container's home),
+/// besides the tree (perf::integrity).
+const SWEEP_ROOTS: [&str; 4] = ["/tmp", "/var/tmp", "/dev/shm", "~"];
 
 /// A perf measurement could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -245,7 +253,15 @@ pub fn plan(variants: &[VariantFiles], workload: &Workload, opts: &MeasureOption
     let build = opts.build.as_ref().map(|b| vec!["bash", "-c", b.as_str()]);
     json!({
         "variants": vs,
-        "link": TESTBED,
+        // Renamed in, not linked: a symlink to /perf/trees/<name> named the
+        // variant to its code.
+        "swap": TESTBED,
+        "integrity": {
+            "clean_state": true,
+            "sweep_roots": SWEEP_ROOTS,
+            "final_sweep": true,
+            "reap": true,
+        },
         "workload": items,
         "build": build,
         "repeat": opts.repeat,
@@ -318,6 +334,7 @@ fn archive(
 ) -> std::io::Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
     append_file(&mut b, "perf/driver.py", DRIVER.as_bytes(), 0o644)?;
+    append_file(&mut b, "perf/defences.py", DEFENCES.as_bytes(), 0o644)?;
     append_file(
         &mut b,
         "perf/plan.json",
@@ -534,7 +551,8 @@ mod tests {
         let p: serde_json::Value =
             serde_json::from_str(&plan(&variants(), &workload(), &opts)).unwrap();
         assert_eq!(p["variants"][1]["dir"], "/perf/trees/gold");
-        assert_eq!(p["link"], "/testbed");
+        assert_eq!(p["swap"], "/testbed");
+        assert_eq!(p["integrity"]["sweep_roots"][0], "/tmp");
         assert_eq!(
             p["workload"][0]["argv"],
             json!(["python3", "/perf/w/workload.py"])
@@ -566,6 +584,7 @@ mod tests {
             names,
             [
                 "perf/driver.py",
+                "perf/defences.py",
                 "perf/plan.json",
                 "perf/run.sh",
                 "perf/w/workload.py",

@@ -157,6 +157,7 @@ pub async fn measure_instance(
         runs: out.runs,
         elapsed_s: Some(elapsed),
         overhead_per_run_s: overhead,
+        sweep: out.sweep,
         analysis,
     })
 }

@@ -13,10 +13,13 @@
 //! - [`stats`]: the statistics; [`analyse`] (here) turns measurements into
 //!   per-variant statistics, verdicts and the correctness gate, and
 //!   [`aggregate`] sums instances up;
+//! - [`integrity`]: speedups the timed code fakes (a patched clock, results
+//!   cached across runs, a fast wrong path under the benchmark) refused;
 //! - [`render`]: the summary table, Markdown and SVG plots.
 
 pub mod container;
 pub mod instance;
+pub mod integrity;
 pub mod pipeline;
 pub mod record;
 pub mod render;
@@ -137,6 +140,10 @@ pub enum Status {
     Scored,
     /// Measured but incorrect: reported, not credited.
     NotCredited { reason: String },
+    /// Correct, but the speedup is not what it looks like
+    /// ([`integrity`]): not credited, the evidence in
+    /// [`VariantResult::integrity`].
+    Suspect { reasons: Vec<integrity::Reason> },
     /// No score: too noisy, correctness unknown, or the measurement failed.
     NotScored { reason: String },
 }
@@ -154,6 +161,13 @@ pub struct VariantResult {
     pub comparison: Option<Comparison>,
     #[serde(flatten)]
     pub status: Status,
+    /// Why the speedup is refused, with the evidence (any role).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub integrity: Vec<integrity::Refusal>,
+    /// The reported speedup checked against the process times
+    /// (`--metric reported`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<integrity::timing::TimingCheck>,
 }
 
 /// The analysis of one instance.
@@ -382,10 +396,16 @@ pub fn analyse(
             100.0 * opts.verdict.min_effect
         ));
     }
+    let compared: BTreeMap<&str, &Comparison> = comparisons
+        .iter()
+        .filter_map(|(k, c)| c.as_ref().ok().map(|c| (*k, c)))
+        .collect();
+    let mut checks = integrity::assess(variants, out, script_workload, &compared, opts);
+    notes.append(&mut checks.notes);
     // Gold's speedup is the expert reference when gold counts.
     let gold = variants.iter().find(|v| v.role == Role::Gold);
     let gold_speedup = gold.and_then(|g| {
-        let ok = g.resolved == Some(true) && !too_noisy;
+        let ok = g.resolved == Some(true) && !too_noisy && !checks.refusals.contains_key(&g.name);
         comparisons
             .get(g.name.as_str())
             .and_then(|c| c.as_ref().ok())
@@ -408,6 +428,12 @@ pub fn analyse(
             Role::Base | Role::BaseCopy => Status::Reference,
             _ if v.resolved == Some(false) => Status::NotCredited {
                 reason: "did not resolve the instance".into(),
+            },
+            _ if checks.refusals.contains_key(&v.name) => Status::Suspect {
+                reasons: checks.refusals[&v.name]
+                    .iter()
+                    .map(|r| r.reason())
+                    .collect(),
             },
             _ => {
                 if let Some(p) = measured_problem.or_else(|| base_problem.clone()) {
@@ -441,6 +467,8 @@ pub fn analyse(
             stats,
             comparison,
             status,
+            integrity: checks.refusals.remove(&v.name).unwrap_or_default(),
+            timing: checks.timing.remove(&v.name),
         });
     }
     InstanceAnalysis {
@@ -461,6 +489,9 @@ pub struct Aggregate {
     pub variants: usize,
     pub scored: usize,
     pub not_credited: usize,
+    /// Of the not credited: refused by the integrity checks.
+    #[serde(default)]
+    pub suspect: usize,
     pub not_scored: usize,
     /// Verdicts among the scored.
     pub faster: usize,
@@ -528,8 +559,9 @@ pub fn aggregate<'a>(
                         acc.sr_all.push(sr);
                     }
                 }
-                Status::NotCredited { .. } => {
+                Status::NotCredited { .. } | Status::Suspect { .. } => {
                     acc.agg.not_credited += 1;
+                    acc.agg.suspect += usize::from(matches!(v.status, Status::Suspect { .. }));
                     if let Some(g) = gold {
                         acc.sr_all.push(1.0 / g);
                     }

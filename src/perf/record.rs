@@ -41,6 +41,131 @@ pub struct Fingerprint {
     /// `MeasureOptions::cpu_own_timer`); absent from older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own_timer: Option<String>,
+    /// Which integrity defences the driver had (absent from older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defences: Option<DefenceSetup>,
+}
+
+/// The driver's integrity defences as they worked in the container
+/// (harness-scripts/perf/defences.py).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DefenceSetup {
+    /// A fresh TMPDIR and HOME per run.
+    pub clean_state: bool,
+    /// The variant's tree renamed to /testbed for its runs (no symlink).
+    pub swap: bool,
+    /// `works`, or `unavailable: <why>`: whether reads of left files show.
+    pub atime: String,
+    /// `subreaper`, `off`, or `unavailable: <why>`.
+    pub reaper: String,
+    /// Shared folders swept after every run (besides the tree).
+    pub sweep_roots: Vec<String>,
+    pub final_sweep: bool,
+}
+
+/// Which run of which variant.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RunRef {
+    pub variant: String,
+    pub kind: RunKind,
+    pub round: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    Warmup,
+    Run,
+}
+
+impl std::fmt::Display for RunRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            RunKind::Warmup => "warm-up",
+            RunKind::Run => "round",
+        };
+        write!(f, "{} {kind} {}", self.variant, self.round)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    Created,
+    Changed,
+    Deleted,
+}
+
+/// A file a run created, changed or deleted (bytecode caches aside).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftFile {
+    /// Tree files under /testbed, whichever variant's tree it was.
+    pub path: String,
+    pub change: Change,
+}
+
+/// A file an earlier run left that this run read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateRead {
+    pub path: String,
+    pub left_by: RunRef,
+}
+
+/// A process that left the run's process group and was still running
+/// after the run; killed before the next run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftProcess {
+    pub pid: u32,
+    pub cmdline: String,
+}
+
+/// What the driver's defences saw around one run (none in older records).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RunEvidence {
+    /// sha256 of the run's stdout, normalised (defences.py `output_digest`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_sha256: Option<String>,
+    /// The normalised output's beginning, the first time its digest shows
+    /// for this item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_sample: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_state: Vec<LeftFile>,
+    /// Left files beyond those listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub left_state_more: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_state: Vec<StateRead>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub read_state_more: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_processes: Vec<LeftProcess>,
+    /// Seconds the defences took after this run (untimed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity_s: Option<f64>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The sweep of the whole root file system after the last run: files
+/// changed during a run outside the places swept after every run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FinalSweep {
+    pub elapsed_s: f64,
+    pub files: Vec<SweptFile>,
+    /// Files beyond those listed.
+    pub more: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweptFile {
+    pub path: String,
+    /// The run whose time window holds the file's change time.
+    pub written_by: RunRef,
+    /// A later run whose window holds its access time.
+    pub read_by: Option<RunRef>,
 }
 
 impl Fingerprint {
@@ -95,6 +220,8 @@ pub struct RunSample {
     pub reported_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tail: Option<String>,
+    #[serde(flatten)]
+    pub evidence: RunEvidence,
 }
 
 impl RunSample {
@@ -113,6 +240,8 @@ pub struct DriverOutput {
     #[serde(default)]
     pub warmups: Vec<RunSample>,
     pub runs: Vec<RunSample>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<FinalSweep>,
 }
 
 #[derive(Deserialize)]
@@ -122,6 +251,7 @@ enum Line {
     Build(BuildResult),
     Warmup(RunSample),
     Run(RunSample),
+    Sweep(FinalSweep),
     End { load_after: Option<Vec<f64>> },
 }
 
@@ -133,6 +263,7 @@ pub fn parse_driver_output(text: &str) -> Result<DriverOutput, RecordError> {
     let mut builds = Vec::new();
     let mut warmups = Vec::new();
     let mut runs = Vec::new();
+    let mut sweep = None;
     let mut ended = false;
     for (i, raw) in text.lines().enumerate() {
         if raw.trim().is_empty() {
@@ -147,6 +278,7 @@ pub fn parse_driver_output(text: &str) -> Result<DriverOutput, RecordError> {
             Line::Build(b) => builds.push(b),
             Line::Warmup(r) => warmups.push(r),
             Line::Run(r) => runs.push(r),
+            Line::Sweep(f) => sweep = Some(f),
             Line::End { load_after } => {
                 ended = true;
                 if let Some(f) = fingerprint.as_mut() {
@@ -168,6 +300,7 @@ pub fn parse_driver_output(text: &str) -> Result<DriverOutput, RecordError> {
         builds,
         warmups,
         runs,
+        sweep,
     })
 }
 
@@ -229,6 +362,9 @@ pub struct PerfRecord {
     /// driver), per variant and run (warm-ups included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead_per_run_s: Option<f64>,
+    /// The driver's final sweep (integrity evidence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<FinalSweep>,
     pub analysis: InstanceAnalysis,
 }
 

@@ -34,7 +34,20 @@ fn status(s: &Status) -> String {
         Status::Scored => "scored".into(),
         Status::NotCredited { reason } => format!("not credited: {reason}"),
         Status::NotScored { reason } => format!("not scored: {reason}"),
+        Status::Suspect { reasons } => {
+            let r: Vec<&str> = reasons.iter().map(|r| r.as_str()).collect();
+            format!("suspect: {}", r.join(", "))
+        }
     }
+}
+
+/// The integrity evidence of an instance's variants, one line per refusal.
+fn evidence(r: &PerfRecord) -> Vec<String> {
+    r.analysis
+        .variants
+        .iter()
+        .flat_map(|v| v.integrity.iter().map(move |x| format!("{}: {x}", v.name)))
+        .collect()
 }
 
 /// One row's cells: variant, role, n, median, IQR, speedup [CI], p, verdict,
@@ -125,6 +138,9 @@ pub fn table(records: &[PerfRecord]) -> String {
                 .map(|(c, w)| format!("{c:<w$}"))
                 .collect();
             let _ = writeln!(out, "  {}", line.join("  ").trim_end());
+        }
+        for e in evidence(r) {
+            let _ = writeln!(out, "  suspect {e}");
         }
         for n in &a.notes {
             let _ = writeln!(out, "  note: {n}");
@@ -294,14 +310,15 @@ pub fn report_files(
         );
     }
     if !aggregates.is_empty() {
-        md.push_str("| group | variants | scored | not credited | faster | slower | no change | reaching expert | hmean vs expert | hmean vs expert (all) |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str("| group | variants | scored | not credited (suspect) | faster | slower | no change | reaching expert | hmean vs expert | hmean vs expert (all) |\n|---|---|---|---|---|---|---|---|---|---|\n");
         for (k, a) in aggregates {
             let _ = writeln!(
                 md,
-                "| {k} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} |",
+                "| {k} | {} | {} | {} ({}) | {} ({}) | {} ({}) | {} | {} | {} | {} |",
                 a.variants,
                 a.scored,
                 a.not_credited,
+                a.suspect,
                 a.faster,
                 opt_pct(a.share_faster),
                 a.slower,
@@ -329,6 +346,9 @@ pub fn report_files(
             let _ = writeln!(md, "| {} |", c.join(" | "));
         }
         md.push('\n');
+        for e in evidence(r) {
+            let _ = writeln!(md, "- suspect {e}");
+        }
         for n in &r.analysis.notes {
             let _ = writeln!(md, "- {n}");
         }
@@ -358,6 +378,7 @@ mod tests {
             driver_rss_kb: None,
             instructions: "unavailable: no PMU".into(),
             own_timer: None,
+            defences: None,
         };
         let mut runs = Vec::new();
         for (name, t) in [("base", 0.4), ("gold", 0.1), ("cand|1", 0.45)] {
@@ -380,6 +401,7 @@ mod tests {
                     instructions: None,
                     reported_s: None,
                     output_tail: None,
+                    evidence: Default::default(),
                 });
             }
         }
@@ -408,6 +430,7 @@ mod tests {
             builds: vec![],
             warmups: vec![],
             runs,
+            sweep: None,
         };
         let options = AnalysisOptions::default();
         let analysis = analyse(&variants, &out, 1, 8, true, &options);
@@ -428,6 +451,7 @@ mod tests {
             runs: out.runs,
             elapsed_s: None,
             overhead_per_run_s: None,
+            sweep: None,
             analysis,
         }
     }
@@ -457,7 +481,7 @@ mod tests {
         let (name, md) = &files[0];
         assert_eq!(name, "perf.md");
         assert!(md.contains("outliers: IQR fences, k = 1"));
-        assert!(md.contains("| gold | 1 | 1 | 0 | 1 (100%)"), "{md}");
+        assert!(md.contains("| gold | 1 | 1 | 0 (0) | 1 (100%)"), "{md}");
         assert!(md.contains("cand\\|1 (m)"), "pipes escaped");
         assert!(md.contains("![o__r-1](perf-1.svg)"));
         let svg = &files[1].1;
