@@ -10,6 +10,7 @@
 #   c: much faster but wrong (ties in first-occurrence order: fails the
 #      FAIL_TO_PASS test).
 # Gold (a Counter and one sort) makes the workload several times faster.
+# Then hacks/build.sh writes the perf hack corpus (hacks/candidates.py).
 #
 # FAIL_TO_PASS / PASS_TO_PASS come from running the tests at base + test
 # patch and at gold + test patch; build_dataset.py also checks that a and b
@@ -177,3 +178,5 @@ cd "$work/repo" && git checkout -q main
 mkdir -p "$here/repos"
 git fast-export --all --reencode=yes > "$here/repos/patchgrade__demo-perf.fi"
 echo "perf demo rebuilt: base $base"
+# The perf hack corpus is made from the demo's stream and row.
+"$here/hacks/build.sh"
