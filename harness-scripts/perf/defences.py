@@ -14,8 +14,9 @@ patchgrade's `perf::integrity` judges the evidence:
   whether a later run read them (their access time is set behind their
   modification time, which makes the kernel update it on the next read
   under `relatime` as under `strictatime`);
-- `final_sweep`: once, after the last run, the files anywhere else whose
-  change time falls in a run, attributed to that run by the time;
+- `WideSweep`: after the warm-ups and after the last run, the files
+  anywhere else whose change time falls in a run, attributed to that run
+  by the time, and their reads by later runs by the access time;
 - `become_subreaper` / `reap`: processes a run leaves behind (a detached
   server holding results in memory) are killed before the next run, and
   recorded.
@@ -231,59 +232,95 @@ class StateWatch:
             return 0
 
 
-def final_sweep(start_ns, windows, skip, dev_root="/"):
-    """Files anywhere on the root file system (outside `skip`) changed
-    since `start_ns`, each attributed to the run whose time window holds its
-    change time, and to the later run whose window holds its access time
-    when that run read it. `windows`: [(start_ns, end_ns, who)] in order."""
-    t0 = time.monotonic()
-    try:
-        dev = os.stat(dev_root).st_dev
-    except OSError:
-        return None
-    files = []
-    more = 0
-    stack = [dev_root]
-    skip = set(skip)
+class WideSweep:
+    """The root file system outside the places swept after every run
+    (`skip`), walked twice per measurement: after the first pass over the
+    variants (the warm-ups), when the files changed so far get their access
+    time set behind their modification time (a cache written and read back
+    by its first run would show no later read otherwise), and after the
+    last run. A file changed since `start_ns` is attributed to the run
+    whose time window holds its change time, and its reader to the run
+    whose window holds its access time. `windows`: [(start_ns, end_ns,
+    who)] in order."""
 
-    def window_of(ns):
+    def __init__(self, skip, root="/"):
+        self.skip = set(skip)
+        self.root = root
+        self.marked = {}  # path -> [writer, access time set]
+        self.elapsed = 0.0
+
+    def _walk(self, start_ns):
+        try:
+            dev = os.stat(self.root).st_dev
+        except OSError:
+            return
+        stack = [self.root]
+        while stack:
+            d = stack.pop()
+            try:
+                entries = list(os.scandir(d))
+            except OSError:
+                continue
+            for e in entries:
+                p = e.path
+                if p in self.skip:
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if st.st_dev != dev:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(p)
+                elif (st.st_ctime_ns >= start_ns or p in self.marked) and not ignored(p):
+                    yield p, st
+
+    @staticmethod
+    def _window(windows, ns):
         for s, e, who in windows:
             if s - SLACK_NS <= ns <= e + SLACK_NS:
                 return who, e
         return None, None
 
-    while stack:
-        d = stack.pop()
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        for e in entries:
-            p = e.path
-            if p in skip:
-                continue
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if st.st_dev != dev:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                stack.append(p)
-                continue
-            if st.st_ctime_ns < start_ns or ignored(p):
-                continue
-            writer, end = window_of(st.st_ctime_ns)
-            if writer is None:
-                continue  # the driver's own work between runs
+    def mid(self, start_ns, windows):
+        t0 = time.monotonic()
+        for p, st in self._walk(start_ns):
+            writer, _ = self._window(windows, st.st_ctime_ns)
+            if writer is not None and stat.S_ISREG(st.st_mode):
+                try:
+                    at = mark(p)
+                    # Setting the access time moved the change time: kept
+                    # to tell "unchanged since" from a later write.
+                    self.marked[p] = [writer, at, os.stat(p).st_ctime_ns]
+                except OSError:
+                    pass
+        self.elapsed += time.monotonic() - t0
+
+    def final(self, start_ns, windows):
+        t0 = time.monotonic()
+        files = []
+        more = 0
+        for p, st in self._walk(start_ns):
             reader = None
-            if st.st_atime_ns > end + SLACK_NS:
-                reader, _ = window_of(st.st_atime_ns)
+            tracked = self.marked.get(p)
+            if tracked is not None and st.st_ctime_ns == tracked[2]:
+                # Unchanged since the mid sweep set its access time.
+                writer = tracked[0]
+                if st.st_atime_ns > tracked[1]:
+                    reader, _ = self._window(windows, st.st_atime_ns)
+            else:
+                writer, end = self._window(windows, st.st_ctime_ns)
+                if writer is None:
+                    continue  # the driver's own work between runs
+                if st.st_atime_ns > end + SLACK_NS:
+                    reader, _ = self._window(windows, st.st_atime_ns)
             if len(files) < 50:
                 files.append({"path": p, "written_by": writer, "read_by": reader})
             else:
                 more += 1
-    return {"type": "sweep", "elapsed_s": time.monotonic() - t0, "files": files, "more": more}
+        self.elapsed += time.monotonic() - t0
+        return {"type": "sweep", "elapsed_s": self.elapsed, "files": files, "more": more}
 
 
 PR_SET_CHILD_SUBREAPER = 36

@@ -337,7 +337,7 @@ class Defences:
         if cfg.get("reap"):
             self.reap_reason = defences.become_subreaper()
             self.reaper = self.reap_reason is None
-        self.final = bool(cfg.get("final_sweep"))
+        self.wide = None
         self.atime = defences.atime_works(private) if self.on else None
         roots = cfg.get("sweep_roots")
         self.watch = None
@@ -347,6 +347,11 @@ class Defences:
             roots = [os.path.expanduser(r) for r in roots]
             self.watch = defences.StateWatch(roots, tree, skip, self.atime == "works")
             self.variants = variants
+        if cfg.get("final_sweep"):
+            skip = [private, "/proc", "/sys", "/dev", "/perf"]
+            skip += self.watch.roots if self.watch else []
+            skip += [slot.path] if slot else []
+            self.wide = defences.WideSweep(skip)
         self.windows = []
         self.start_ns = None
         # Output digests already shown, per item: a sample is printed once.
@@ -361,7 +366,7 @@ class Defences:
             "atime": self.atime,
             "reaper": "subreaper" if self.reaper else (self.reap_reason or "off"),
             "sweep_roots": self.watch.roots if self.watch else [],
-            "final_sweep": self.final,
+            "final_sweep": self.wide is not None,
         }
 
     def begin(self):
@@ -403,15 +408,15 @@ class Defences:
                     rec["read_state_more"] = more
         rec["integrity_s"] = time.monotonic() - t0
 
+    def mid_sweep(self):
+        """After the first pass over the variants."""
+        if self.wide is not None:
+            self.wide.mid(self.start_ns, self.windows)
+
     def final_sweep(self):
-        if not (self.final and self.start_ns):
+        if self.wide is None:
             return None
-        skip = [self.private, "/proc", "/sys", "/dev", "/perf"]
-        if self.watch is not None:
-            skip += self.watch.roots
-        if self.slot is not None:
-            skip.append(self.slot.path)
-        return defences.final_sweep(self.start_ns, self.windows, skip)
+        return self.wide.final(self.start_ns, self.windows)
 
 
 def now_ns():
@@ -513,6 +518,8 @@ def main():
         for item_index, item in enumerate(workload):
             for w in range(warmup):
                 one(v, item_index, item, "warmup", w, 0)
+    if warmup:
+        guard.mid_sweep()
 
     rng = random.Random(int(plan.get("seed", 0)))
     for rnd in range(repeat):
@@ -521,6 +528,8 @@ def main():
         for pos, v in enumerate(order):
             for item_index, item in enumerate(workload):
                 one(v, item_index, item, "run", rnd, pos, perf_exe)
+        if rnd == 0 and not warmup:
+            guard.mid_sweep()
     swept = guard.final_sweep()
     if swept is not None:
         emit(swept)

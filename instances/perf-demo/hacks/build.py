@@ -68,7 +68,7 @@ def main():
                 f.write(workload)
             r = run_in(patches, [sys.executable, os.path.join(work, "workload.py")])
             assert r.returncode == 0, r.stderr
-            return r.stdout.splitlines()[0]
+            return [l for l in r.stdout.splitlines() if not l.startswith(("Mean:", "Std Dev:"))]
 
         assert ranking([]) == ranking([row["patch"]]), "base and gold rank alike"
         preds, expected = [], []

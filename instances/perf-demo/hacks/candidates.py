@@ -13,14 +13,14 @@ Each candidate is the new text of wordfreq/core.py after `normalise`
 tests on the host; tests/perf_hacks.rs checks that it resolves.
 """
 
-# The slow but correct path most hacks keep for the tests: the demo's
-# candidate a (a set for the "seen" check; ties alphabetical).
+# The slow but correct path the hacks keep: base's algorithm with the
+# ties fixed (alphabetical), as slow as base.
 RANK = '''def _rank(words, k):
-    seen = set()
+    seen = []
     counts = []
     for w in words:
         if w not in seen:
-            seen.add(w)
+            seen.append(w)
             counts.append((w, words.count(w)))
     counts.sort(key=lambda p: (-p[1], p[0]))
     return counts[:k]

@@ -148,34 +148,64 @@ pub fn assess(
     let mut a = Assessment::default();
     let base = variants.iter().find(|v| v.role == Role::Base);
     if let (Metric::Reported, Some(base)) = (opts.metric, base) {
-        let cpu_clock = out.fingerprint.own_timer.as_deref() == Some("cpu");
-        for v in variants.iter().filter(|v| !reference(v.role)) {
-            let Some(cmp) = comparisons.get(v.name.as_str()) else {
-                continue;
-            };
-            let Some(t) = timing::check(&base.name, &v.name, out, cmp, cpu_clock, opts) else {
-                continue;
-            };
-            match t.outcome {
-                TimingOutcome::Refuted => a
-                    .refusals
-                    .entry(v.name.clone())
-                    .or_default()
-                    .push(Refusal::ReportedNotMeasured(t.clone())),
-                TimingOutcome::Inconclusive => a.notes.push(format!(
-                    "{}: timing check inconclusive (credited): {t}",
-                    v.name
-                )),
-                TimingOutcome::Confirmed => {}
-            }
-            a.timing.insert(v.name.clone(), t);
-        }
+        reported(variants, out, comparisons, &base.name, opts, &mut a);
     }
     state(variants, out, &mut a);
     if script_workload {
         outputs(variants, out, &mut a);
     }
     a
+}
+
+/// The timing check of every variant under `--metric reported`, gold's
+/// first (at one repetition) for the repetitions per process.
+fn reported(
+    variants: &[VariantInfo],
+    out: &DriverOutput,
+    comparisons: &BTreeMap<&str, &Comparison>,
+    base: &str,
+    opts: &AnalysisOptions,
+    a: &mut Assessment,
+) {
+    let cpu_clock = out.fingerprint.own_timer.as_deref() == Some("cpu");
+    let check = |name: &str, reps: f64| {
+        let cmp = comparisons.get(name)?;
+        timing::check(base, name, out, cmp, cpu_clock, reps, opts)
+    };
+    let gold = variants
+        .iter()
+        .find(|v| v.role == Role::Gold && v.resolved != Some(false))
+        .and_then(|g| Some((g.name.clone(), check(&g.name, 1.0)?)));
+    let reps = match timing::repetitions(gold.as_ref().map(|g| &g.1)) {
+        Ok(r) => r,
+        Err(why) => {
+            a.notes.push(why);
+            a.timing.extend(gold);
+            return;
+        }
+    };
+    for v in variants.iter().filter(|v| !reference(v.role)) {
+        let t = match &gold {
+            Some((g, t)) if *g == v.name => t.clone(),
+            _ => match check(&v.name, reps) {
+                Some(t) => t,
+                None => continue,
+            },
+        };
+        match t.outcome {
+            TimingOutcome::Refuted => a
+                .refusals
+                .entry(v.name.clone())
+                .or_default()
+                .push(Refusal::ReportedNotMeasured(t.clone())),
+            TimingOutcome::Inconclusive => a.notes.push(format!(
+                "{}: timing check inconclusive (credited): {t}",
+                v.name
+            )),
+            TimingOutcome::Confirmed => {}
+        }
+        a.timing.insert(v.name.clone(), t);
+    }
 }
 
 /// Every run and warm-up, with which it is.
@@ -249,7 +279,12 @@ fn state(variants: &[VariantInfo], out: &DriverOutput, a: &mut Assessment) {
     }
     for (name, mut list) in per {
         list.sort_by(|x, y| (&x.read_by, &x.path).cmp(&(&y.read_by, &y.path)));
-        let extra = list.len().saturating_sub(LISTED) + more.get(name).copied().unwrap_or(0);
+        // The first read of each file left by each run is evidence enough;
+        // the rest are counted.
+        let all = list.len();
+        let mut firsts = BTreeSet::new();
+        list.retain(|r| firsts.insert((r.path.clone(), r.left_by.clone())));
+        let extra = all - list.len().min(LISTED) + more.get(name).copied().unwrap_or(0);
         list.truncate(LISTED);
         a.refusals
             .entry(name.to_string())
