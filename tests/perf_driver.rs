@@ -371,3 +371,204 @@ fn cpu_own_timer_makes_timeit_count_cpu_time_not_waiting() {
         assert!(timer < 0.05, "{python}: Timer {timer}");
     }
 }
+
+/// The driver's lines of one type.
+fn of_type<'a>(lines: &'a [Value], t: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["type"] == t).collect()
+}
+
+#[test]
+fn defences_give_each_run_a_clean_state_and_see_state_read_across_runs() {
+    for python in pythons() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let shared = root.join("shared");
+        std::fs::create_dir_all(&shared).unwrap();
+        let trees = root.join("trees");
+        // `cache` keeps its result in the shared folder and reads it back in
+        // later runs; `honest` writes its TMPDIR and HOME, a log it never
+        // reads, and a file it reads back within the same run.
+        let cache = trees.join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        std::fs::write(
+            cache.join("w.py"),
+            format!(
+                "import os\n\
+                 p = '{shared}/result'\n\
+                 if os.path.exists(p):\n\
+                 \x20   print(open(p).read())\n\
+                 else:\n\
+                 \x20   open(p, 'w').write('42')\n\
+                 \x20   print('42')\n",
+                shared = shared.display()
+            ),
+        )
+        .unwrap();
+        let honest = trees.join("honest");
+        std::fs::create_dir_all(&honest).unwrap();
+        std::fs::write(
+            honest.join("w.py"),
+            format!(
+                "import os, random, tempfile\n\
+                 t, h = tempfile.gettempdir(), os.path.expanduser('~')\n\
+                 print('fresh', os.listdir(t), os.listdir(h))\n\
+                 open(os.path.join(t, 'x'), 'w').write('x'); open(os.path.join(t, 'x')).read()\n\
+                 open(os.path.join(h, 'y'), 'w').write('y')\n\
+                 open('{shared}/log', 'a').write('%s %s\\n' % (t, h))\n\
+                 os.write(2, ('stderr is not compared %s' % random.random()).encode())\n\
+                 print('cwd', os.getcwd(), os.path.islink(os.getcwd()), os.path.realpath('.'))\n\
+                 print('secret', os.environ.get('PATCHGRADE_SECRET'))\n\
+                 lines = ['42', 'b', 'c']; random.shuffle(lines); print('\\n'.join(lines))\n\
+                 print('Mean:', random.random())\n",
+                shared = shared.display()
+            ),
+        )
+        .unwrap();
+        let slot = root.join("testbed");
+        let plan = json!({
+            "variants": [{"name": "cache", "dir": cache}, {"name": "honest", "dir": honest}],
+            "swap": slot,
+            "workload": [{"name": "w", "argv": [&python, "w.py"]}],
+            "repeat": 3, "warmup": 1, "seed": 3, "timeout": 60,
+            "log_dir": root.join("logs"),
+            "env": {"PATCHGRADE_SECRET": "driver"},
+            "integrity": {"clean_state": true, "sweep_roots": [&shared], "reap": true},
+        });
+        let lines = run_driver(&python, &plan, root);
+        let d = &lines[0]["defences"];
+        assert_eq!(d["clean_state"], true, "{python}: {d}");
+        assert_eq!(d["swap"], true);
+        assert_eq!(d["atime"], "works", "this machine's /tmp reports reads");
+        let all: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["type"] == "run" || l["type"] == "warmup")
+            .collect();
+        assert_eq!(all.len(), 2 * 4);
+        assert!(all.iter().all(|r| r["integrity_s"].as_f64().is_some()));
+        let of = |v: &str| -> Vec<&Value> {
+            all.iter().copied().filter(|r| r["variant"] == v).collect()
+        };
+        // The cache: left by its warm-up, read by every measured run.
+        let c = of("cache");
+        assert_eq!(c[0]["type"], "warmup");
+        let result = format!("{}/result", shared.display());
+        assert_eq!(
+            c[0]["left_state"],
+            json!([{"path": result, "change": "created"}])
+        );
+        for r in &c[1..] {
+            assert_eq!(
+                r["read_state"],
+                json!([{"path": result, "left_by": {"variant": "cache", "kind": "warmup", "round": 0}}]),
+                "{python}: {r}"
+            );
+        }
+        // Honest: its log is left (changed) by every run and never read;
+        // what it read back within a run is no read across runs.
+        let h = of("honest");
+        let log = format!("{}/log", shared.display());
+        for r in &h {
+            assert!(r.get("read_state").is_none(), "{python}: {r}");
+            assert!(r["left_state"].to_string().contains(&log), "{r}");
+        }
+        // Its runs' output: a fresh, empty TMPDIR and HOME each time, gone
+        // afterwards; /testbed a plain folder; the driver's variables not
+        // passed on; one digest for every run (line order and the Mean
+        // line do not count); the sample printed once.
+        let samples: Vec<&str> = h
+            .iter()
+            .filter_map(|r| r["output_sample"].as_str())
+            .collect();
+        assert_eq!(samples.len(), 1, "{python}: one digest, one sample: {h:?}");
+        let digests: std::collections::BTreeSet<&str> = h
+            .iter()
+            .map(|r| r["output_sha256"].as_str().unwrap())
+            .collect();
+        assert_eq!(digests.len(), 1, "{python}: {h:?}");
+        let sample = samples[0];
+        assert!(sample.starts_with("fresh [] []\n"), "{sample}");
+        let dirs: Vec<String> = std::fs::read_to_string(shared.join("log"))
+            .unwrap()
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        let distinct: std::collections::BTreeSet<&String> = dirs.iter().collect();
+        assert_eq!((dirs.len(), distinct.len()), (8, 8), "{dirs:?}");
+        for p in &dirs {
+            assert!(!std::path::Path::new(p).exists(), "{p} is removed");
+        }
+        assert_eq!(
+            sample.lines().find(|l| l.starts_with("cwd ")).unwrap(),
+            format!("cwd {} False {}", slot.display(), slot.display())
+        );
+        assert!(sample.contains("secret None"), "{sample}");
+        // The trees are back in their folders or at the slot, nothing lost.
+        assert!(slot.is_dir() && !slot.is_symlink());
+    }
+}
+
+#[test]
+fn a_run_killed_by_its_timeout_is_recorded_once_and_what_it_left_is_reaped() {
+    for python in pythons() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let d = root.join("v");
+        std::fs::create_dir_all(&d).unwrap();
+        let marker = format!("pg-reaper-test-{}", std::process::id());
+        // A detached grandchild (its own session) that would outlive the
+        // run, then a main process past its time limit; a second item
+        // leaves a detached process and ends normally.
+        let daemon = format!(
+            "import os, sys, time\n\
+             if os.fork() == 0:\n\
+             \x20   os.setsid()\n\
+             \x20   if os.fork() == 0:\n\
+             \x20       code = 'import sys, time; open(sys.argv[1], \"w\").close(); time.sleep(300)'\n\
+             \x20       os.execv(sys.executable, [sys.executable, '-c', code, 'ready', '{marker}'])\n\
+             \x20   os._exit(0)\n\
+             os.wait()\n\
+             while not os.path.exists('ready'): time.sleep(0.01)\n\
+             os.unlink('ready')\n\
+             time.sleep(float(sys.argv[1]))\n"
+        );
+        std::fs::write(d.join("d.py"), daemon).unwrap();
+        let plan = json!({
+            "variants": [{"name": "v", "dir": d}],
+            "workload": [
+                {"name": "hangs", "argv": [&python, "d.py", "60"], "timeout": 1},
+                {"name": "ends", "argv": [&python, "d.py", "0"]},
+            ],
+            "repeat": 2, "warmup": 0, "seed": 1, "timeout": 60,
+            "log_dir": root.join("logs"),
+            "integrity": {"reap": true},
+        });
+        let lines = run_driver(&python, &plan, root);
+        assert_eq!(lines[0]["defences"]["reaper"], "subreaper", "{python}");
+        let rs = of_type(&lines, "run");
+        // One record per item and round: nothing recorded twice.
+        let keys: std::collections::BTreeSet<(String, u64)> = rs
+            .iter()
+            .map(|r| (r["item"].to_string(), r["round"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(rs.len(), 4, "{python}: {rs:?}");
+        assert_eq!(keys.len(), 4);
+        for r in &rs {
+            let hung = r["item"] == "hangs";
+            assert_eq!(r["timed_out"], hung, "{r}");
+            let left = r["left_processes"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{r}"));
+            assert_eq!(left.len(), 1, "{r}");
+            assert!(left[0]["cmdline"].as_str().unwrap().contains(&marker));
+        }
+        let ps = Command::new("pgrep")
+            .args(["-f", &marker])
+            .output()
+            .unwrap();
+        assert!(
+            ps.stdout.is_empty(),
+            "reaped: {}",
+            String::from_utf8_lossy(&ps.stdout)
+        );
+    }
+}
