@@ -397,6 +397,33 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_defences_evidence_and_the_sweep() {
+        let with = OUT.replace(
+            "\"variant\": \"base\", \"wall_s\": 0.26}",
+            "\"variant\": \"base\", \"wall_s\": 0.26, \"output_sha256\": \"ab\", \"integrity_s\": 0.004, \
+             \"read_state\": [{\"path\": \"/tmp/c\", \"left_by\": {\"variant\": \"x\", \"kind\": \"warmup\", \"round\": 0}}], \
+             \"left_state\": [{\"path\": \"/testbed/o\", \"change\": \"created\"}], \"left_state_more\": 3, \
+             \"left_processes\": [{\"pid\": 7, \"cmdline\": \"sleep 9\"}]}\n\
+             {\"type\": \"sweep\", \"elapsed_s\": 0.2, \"more\": 0, \"files\": [{\"path\": \"/usr/x\", \
+             \"written_by\": {\"variant\": \"x\", \"kind\": \"run\", \"round\": 1}, \"read_by\": null}]}",
+        );
+        let d = parse_driver_output(&with).unwrap();
+        let e = &d.runs[0].evidence;
+        assert_eq!(e.output_sha256.as_deref(), Some("ab"));
+        assert_eq!(e.read_state[0].left_by.to_string(), "x warm-up 0");
+        assert_eq!(e.left_state[0].change, Change::Created);
+        assert_eq!(e.left_state_more, 3);
+        assert_eq!(e.left_processes[0].pid, 7);
+        let sweep = d.sweep.unwrap();
+        assert_eq!(sweep.files[0].written_by.kind, RunKind::Run);
+        assert_eq!(sweep.files[0].read_by, None);
+        // Older output has none of it.
+        let old = parse_driver_output(OUT).unwrap();
+        assert_eq!(old.runs[0].evidence, RunEvidence::default());
+        assert!(old.sweep.is_none());
+    }
+
+    #[test]
     fn stray_output_and_truncation_are_errors() {
         let bad = OUT.replace(
             "{\"load_after\"",
