@@ -45,7 +45,7 @@ of its normalised stdout (output_sha256; output_sample the first time a
 digest is seen for an item), the files it left (left_state) and the files
 earlier runs left that it read (read_state), the processes it left running
 (left_processes, killed before the next run), and integrity_s, the time the
-defences took after it.
+defences took around it (untimed).
 """
 
 import json
@@ -501,7 +501,9 @@ def main():
         cwd = prepare(v)
         path = log_path(v, item_index, "warmup" if kind == "warmup" else "run")
         who = {"variant": v["name"], "kind": kind, "round": rnd}
+        t0 = time.monotonic()
         run_env = guard.env_for_run(env)
+        setup_s = time.monotonic() - t0
         start = now_ns()
         r = run_once(item["argv"], cwd, run_env, path, float(item.get("timeout", timeout)), perf)
         window = (start, now_ns(), who)
@@ -512,6 +514,8 @@ def main():
         if r["exit_code"] != 0:
             r["output_tail"] = tail(path)
         guard.after(v, who, item_index, path, r, window, r.pop("_pgid"))
+        if "integrity_s" in r:
+            r["integrity_s"] += setup_s
         emit(r)
 
     for v in live:

@@ -8,8 +8,15 @@
 # command: the container's elapsed time, the sum of the timed processes and
 # builds, the number of runs (warm-ups included), and the overhead per
 # variant and run = (elapsed - timed) / runs; and the command's own wall
-# time outside grading (host checkouts of the variants included).
+# time outside grading (host checkouts of the variants included). Also the
+# integrity defences' own share (perf::integrity): their time per run
+# (integrity_s: scratch, sweep, reaper, output digest; part of the
+# overhead) and the wide sweeps per instance (after the warm-ups and after
+# the last run).
 # Usage: harness-scripts/perf/overhead.sh [REPEAT=10]
+# OVERHEAD_WORKLOADS (default "demo empty"): which of demo (the demo's
+# workload), empty (`pass`) and hacks (the perf hack corpus,
+# instances/perf-demo/hacks, 22 variants) to run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 repeat=${1:-10}
@@ -29,18 +36,25 @@ with open(sys.argv[2], "w") as f:
         f.write(json.dumps(r) + "\n")
 EOF
 cp "$demo/dataset.jsonl" "$work/demo.jsonl"
+cp "$demo/hacks/dataset.jsonl" "$work/hacks.jsonl"
 cd "$work"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for ds in demo empty; do
+for ds in ${OVERHEAD_WORKLOADS:-demo empty}; do
+    preds="$demo/predictions.jsonl"
+    flags=()
+    if [ "$ds" = hacks ]; then
+        preds="$demo/hacks/predictions.jsonl"
+        flags=(--metric reported --own-timer cpu)
+    fi
     # Grading first (not timed here), then the timed perf run reuses it.
-    "$root/target/debug/patchgrade" run --dataset "$ds.jsonl" --predictions "$demo/predictions.jsonl" \
+    "$root/target/debug/patchgrade" run --dataset "$ds.jsonl" --predictions "$preds" \
         --run-id "oh-$ds" --backend docker --base-image none --cache-level instance >/dev/null 2>&1 || true
     "$root/target/debug/patchgrade" run --dataset "$ds.jsonl" --predictions gold \
         --run-id "oh-$ds" --backend docker --base-image none --cache-level instance >/dev/null 2>&1 || true
     start=$(date +%s.%N)
-    "$root/target/debug/patchgrade" perf --dataset "$ds.jsonl" --predictions "$demo/predictions.jsonl" \
+    "$root/target/debug/patchgrade" perf --dataset "$ds.jsonl" --predictions "$preds" \
         --run-id "oh-$ds" --backend docker --base-image none --repeat "$repeat" --cpuset-cpus 1 \
-        --json >"$ds.json" 2>"$ds.stderr"
+        "${flags[@]}" --json >"$ds.json" 2>"$ds.stderr"
     end=$(date +%s.%N)
     python3 - "$ds" "$ds.json" "$start" "$end" <<'EOF'
 import json, sys
@@ -53,6 +67,12 @@ for rec in json.load(open(path))["records"]:
           f"container {rec['elapsed_s']:.2f} s, timed processes {timed:.2f} s, "
           f"overhead per variant and run {rec['overhead_per_run_s']:.3f} s; "
           f"whole command {end - start:.2f} s (grading reused)")
+    cost = [r["integrity_s"] for r in runs if "integrity_s" in r]
+    if cost:
+        cost.sort()
+        print(f"{'':6} defences: per run mean {1000 * sum(cost) / len(cost):.1f} ms, "
+              f"median {1000 * cost[len(cost) // 2]:.1f} ms, max {1000 * cost[-1]:.1f} ms; "
+              f"wide sweeps {rec.get('sweep', {}).get('elapsed_s', 0):.2f} s per instance")
 EOF
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
