@@ -86,9 +86,11 @@ fn perf_hacks_are_refused_and_controls_credited() {
         "reported",
         "--own-timer",
         "cpu",
-        // The speedups are 30x or more; a 10% noise floor is still quiet.
+        // Five rounds' A/A floor swings (3-40% seen on this shared
+        // machine); the effects here are 50x and more, so an instance
+        // quiet to 25% is quiet enough to score.
         "--min-effect",
-        "0.1",
+        "0.25",
         "--json",
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
