@@ -286,3 +286,175 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
         docker_out(&["rmi", &img]);
     }
 }
+
+/// A spec whose snapshot runs the install through the compiler cache
+/// (`snapshot_build`): a package with two C extensions.
+const BUILD_SPEC: &str = "repo: acme/cext\nversions:\n  \"*\":\n    python: \"3.11\"\n    snapshot_build: true\n    pip_packages: [setuptools]\n    install: python -m pip install --no-build-isolation -e .\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+
+const SETUP_PY: &str = "from setuptools import setup, Extension\nsetup(name='calc', version='1.0', packages=['calc'], ext_modules=[Extension('calc._speed', ['calc/_speed.c']), Extension('calc._other', ['calc/_other.c'])])\n";
+
+/// A C extension module `name` whose function `name()` returns `value`.
+fn c_module(name: &str, value: i64) -> String {
+    format!(
+        "#include <Python.h>\nstatic PyObject *f(PyObject *s, PyObject *a) {{ return PyLong_FromLong({value}); }}\n\
+         static PyMethodDef m[] = {{{{\"{name}\", f, METH_NOARGS, \"\"}}, {{0}}}};\n\
+         static struct PyModuleDef d = {{PyModuleDef_HEAD_INIT, \"_{name}\", 0, -1, m}};\n\
+         PyMODINIT_FUNC PyInit__{name}(void) {{ return PyModule_Create(&d); }}\n"
+    )
+}
+
+/// The build log of the one instance image of `id` under the sandbox.
+fn instance_build_log(root: &Path, id: &str) -> String {
+    let dir = root.join("logs/build_images/instances");
+    let entry = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .find(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("patchgrade.eval.x86_64.{id}__"))
+        })
+        .unwrap_or_else(|| panic!("no build folder of {id} in {}", dir.display()));
+    std::fs::read_to_string(entry.path().join("build_image.log")).unwrap()
+}
+
+/// ccache's count of hits in a build log (`ccache --show-stats`: a line
+/// `Hits: N / M`), for the setup's one report.
+fn cache_hits(log: &str) -> u64 {
+    log.lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix("Hits:")?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no ccache statistics in the build log:\n{log}"))
+}
+
+#[test]
+fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
+    if !docker_ready("docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree") {
+        return;
+    }
+    // Images of an earlier, failed run would be found, not built.
+    for old in images("patchgrade.").iter().filter(|i| i.contains("acme__cext")) {
+        docker_out(&["rmi", old]);
+    }
+    let sb = Sandbox::new();
+    let repo = sb.mirrors().join("acme__cext");
+    std::fs::create_dir_all(repo.join("calc")).unwrap();
+    std::fs::create_dir_all(repo.join("tests")).unwrap();
+    run(&repo, "git", &["init", "-q"], &[]);
+    run(&repo, "git", &["config", "user.name", "t"], &[]);
+    run(&repo, "git", &["config", "user.email", "t@t"], &[]);
+    std::fs::write(repo.join("setup.py"), SETUP_PY).unwrap();
+    std::fs::write(repo.join(".gitignore"), "build/\n*.so\n*.egg-info/\n").unwrap();
+    std::fs::write(repo.join("calc/_speed.c"), c_module("speed", 1)).unwrap();
+    std::fs::write(repo.join("calc/_other.c"), c_module("other", 7)).unwrap();
+    std::fs::write(
+        repo.join("calc/__init__.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    std::fs::write(repo.join("tests/__init__.py"), "").unwrap();
+    let tests = "import unittest\nfrom calc import _other\n\nclass T(unittest.TestCase):\n    def test_other(self):\n        self.assertEqual(_other.other(), 7)\n";
+    std::fs::write(repo.join("tests/test_calc.py"), tests).unwrap();
+    // Window 0: the snapshot's commit. Window 1: a base that changes no C
+    // source, then one that changes _speed.c (the snapshot's build of it
+    // must not be what that instance tests).
+    commit_at(&repo, "true", T0 + 100);
+    let b1 = commit_at(&repo, "echo notes > NOTES", T0 + W + 100);
+    let b2 = commit_at(
+        &repo,
+        &format!("cat > calc/_speed.c <<'EOF'\n{}EOF", c_module("speed", 2)),
+        T0 + W + 200,
+    );
+    let gold = {
+        std::fs::write(
+            repo.join("calc/__init__.py"),
+            "def add(a, b):\n    return a + b\n",
+        )
+        .unwrap();
+        let d = run(&repo, "git", &["diff"], &[]);
+        run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
+        d
+    };
+    // Each instance's test asserts its own base's C code.
+    let test_patch = |speed: i64| {
+        std::fs::write(
+            repo.join("tests/test_calc.py"),
+            format!("{tests}\n    def test_add(self):\n        from calc import add, _speed\n        self.assertEqual(add(2, 3), 5)\n        self.assertEqual(_speed.speed(), {speed})\n"),
+        )
+        .unwrap();
+        let d = run(&repo, "git", &["diff"], &[]);
+        run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
+        d
+    };
+    let f2p = "tests.test_calc.T.test_add";
+    let p2p = "tests.test_calc.T.test_other";
+    let rows: Vec<Value> = [("acme__cext-1", &b1, 1), ("acme__cext-2", &b2, 2)]
+        .iter()
+        .map(|(id, base, speed)| {
+            instance(
+                id,
+                "acme/cext",
+                base,
+                &gold,
+                &test_patch(*speed),
+                &[f2p],
+                &[p2p],
+            )
+        })
+        .collect();
+    sb.write("dataset.jsonl", &jsonl(&rows));
+    sb.write("specs/cext.yaml", BUILD_SPEC);
+    let mut args = docker_args("run", "gold", "cext");
+    args.extend(["--max-workers", "1", "--cache-level", "instance"]);
+    let out = sb.run(&args);
+    assert_eq!(out.status.code(), Some(exit::OK));
+    for id in ["acme__cext-1", "acme__cext-2"] {
+        assert_eq!(sb.outcome("cext", "gold", id), "resolved", "{id}");
+    }
+    // Both extensions of b1 are the snapshot's sources: two hits; b2's
+    // changed _speed.c is compiled again, _other.c is a hit.
+    let log1 = instance_build_log(sb.path(), "acme__cext-1");
+    let log2 = instance_build_log(sb.path(), "acme__cext-2");
+    assert_eq!(cache_hits(&log1), 2, "{log1}");
+    assert_eq!(cache_hits(&log2), 1, "{log2}");
+    assert!(log1.contains("git clean -fdxq"), "{log1}");
+
+    let snaps: Vec<String> = images("patchgrade.snap.")
+        .into_iter()
+        .filter(|s| s.contains("acme__cext"))
+        .collect();
+    assert_eq!(snaps.len(), 1, "{snaps:?}");
+    let results = "find /opt/patchgrade/ccache -type f -name '*R' | wc -l";
+    let in_snapshot = docker_out(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        &snaps[0],
+        "bash",
+        "-c",
+        results,
+    ]);
+    assert_eq!(in_snapshot, "2", "the snapshot's cache holds both objects");
+    for id in ["acme__cext-1", "acme__cext-2"] {
+        let found = images(&format!("patchgrade.eval.x86_64.{id}:"));
+        assert_eq!(found.len(), 1, "{id}: {found:?}");
+        // The instance adds no cache entries (read only), and its tree is
+        // the base tree (git sees no change; the build output is ignored).
+        let seen = docker_out(&[
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            &found[0],
+            "bash",
+            "-c",
+            &format!("cd /testbed && git status --porcelain && {results}"),
+        ]);
+        assert_eq!(seen, in_snapshot, "{id}: {seen}");
+        docker_out(&["rmi", &found[0]]);
+    }
+    docker_out(&["rmi", &snaps[0]]);
+}

@@ -6,7 +6,7 @@
 # Generated from harness-scripts/docker/snapshot.Dockerfile.
 FROM {{env}}
 COPY testbed /testbed
-RUN cd /testbed && git init -q && git add -A -f \
+{{setup_copy}}RUN cd /testbed && git init -q && git add -A -f \
  && git -c gc.auto=0 commit -q --no-verify -m 'patchgrade snapshot' \
- && git -c pack.threads=1 repack -a -d -q \
+{{setup_run}} && git -c pack.threads=1 repack -a -d -q \
  && mkdir -p {{objects_parent}} && mv .git/objects {{objects}} && rm -rf .git

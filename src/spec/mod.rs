@@ -230,6 +230,13 @@ pub struct Spec {
     /// Shell commands run in the checkout before `install`.
     #[serde(default)]
     pub pre_install: Vec<String>,
+    /// Whether the repository's snapshot images run `pre_install` and
+    /// `install` too, through a compiler cache kept in the snapshot: the
+    /// instance images over one then find the dependencies installed and
+    /// compile through the cache, from their own clean tree
+    /// (`backend::docker::images::setup`; docs/verified.md "Cold start").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub snapshot_build: bool,
     /// Shell command that installs the checkout into the env.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install: Option<String>,

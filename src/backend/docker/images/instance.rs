@@ -128,6 +128,7 @@ impl DockerBackend {
         let snap = snapshot_plan(
             env,
             &inst.repo,
+            spec,
             TreeSource {
                 repo: base.repo.clone(),
                 tree: anchor,

@@ -38,6 +38,7 @@ pub mod kind;
 pub(crate) mod lines;
 pub mod plans;
 pub mod python;
+pub mod setup;
 pub mod snapshot;
 pub mod toolchain;
 

@@ -5,8 +5,12 @@
 use std::path::PathBuf;
 
 use super::lines::{label_lines, offline_env_line};
+use super::setup::{
+    setup_delta_repo_script, setup_repo_script, setup_snapshot_script, COMPILER_CACHE_PACKAGE,
+    DELTA_PACK,
+};
 use super::snapshot::{TreeDelta, Write, SNAPSHOT_OBJECTS};
-use super::{activate_line, arch, name_part, tag_of, ImageError, Suite, Tier, TESTBED, VENV};
+use super::{arch, name_part, tag_of, ImageError, Suite, Tier, VENV};
 use crate::backend::docker::archive::{
     append_dir, append_file, append_symlink, append_tree, TreeError,
 };
@@ -363,16 +367,25 @@ pub fn setup_env_script(
 
 /// The Debian packages of an env image: the spec's, then those the conda
 /// translations add that it does not name.
-fn apt_packages<'a>(spec: &'a Spec, inputs: &'a EnvInputs) -> Vec<&'a String> {
-    let mut apt: Vec<&String> = spec.apt_packages.iter().collect();
-    for p in inputs.packages.apt_packages.iter().chain(
-        inputs
-            .environment
-            .iter()
-            .flat_map(|e| &e.translation.apt_packages),
-    ) {
-        if !apt.contains(&p) {
-            apt.push(p);
+fn apt_packages(spec: &Spec, inputs: &EnvInputs) -> Vec<String> {
+    let mut apt: Vec<String> = spec.apt_packages.clone();
+    let cache = spec
+        .snapshot_build
+        .then(|| COMPILER_CACHE_PACKAGE.to_string());
+    for p in inputs
+        .packages
+        .apt_packages
+        .iter()
+        .chain(
+            inputs
+                .environment
+                .iter()
+                .flat_map(|e| &e.translation.apt_packages),
+        )
+        .chain(&cache)
+    {
+        if !apt.contains(p) {
+            apt.push(p.clone());
         }
     }
     apt
@@ -382,7 +395,7 @@ fn apt_packages<'a>(spec: &'a Spec, inputs: &'a EnvInputs) -> Vec<&'a String> {
 /// the same parent that install the same packages then share that layer
 /// through the engine's build cache (matplotlib's TeX Live is 1.5 GB, and
 /// three of its Verified versions install the same list).
-fn apt_step(apt: &[&String]) -> String {
+fn apt_step(apt: &[String]) -> String {
     if apt.is_empty() {
         return "# no apt packages".into();
     }
@@ -485,89 +498,6 @@ pub fn env_plan_on(
     )
 }
 
-/// The repo setup script of instance images.
-pub fn setup_repo_script(spec: &Spec) -> String {
-    // The tree as one commit: no history, nothing newer than the base.
-    setup_repo_with(
-        spec,
-        "git init -q\ngit add -A -f\ngit commit -q --no-verify --allow-empty -m 'patchgrade base tree'\n",
-    )
-}
-
-/// The repo setup script of an instance image over a snapshot: the same
-/// one-commit repository, its objects the pack sent plus the snapshot's (an
-/// alternate), `tree` its commit's. The index comes from `read-tree`, whose
-/// cache of tree ids lets the setup commit write no tree that exists: git
-/// touches an existing object's file when it writes it again, and touching
-/// the snapshot's pack would copy it whole into the instance's layer.
-pub fn setup_delta_repo_script(spec: &Spec, tree: git2::Oid) -> String {
-    setup_repo_with(
-        spec,
-        &format!(
-            "git init -q\ngit config gc.auto 0\necho {SNAPSHOT_OBJECTS} > .git/objects/info/alternates\n\
-             git index-pack .git/objects/pack/{DELTA_PACK}.pack > /dev/null\n\
-             git update-ref HEAD \"$(git commit-tree {tree} -m 'patchgrade base tree')\"\n\
-             git read-tree HEAD\ngit update-index -q --refresh || true\n\
-             if [ -n \"$(git status --porcelain --ignored)\" ]; then\n\
-             echo 'patchgrade: /testbed is not the base tree:'; git status --porcelain --ignored | head -20; exit 1\nfi\n"
-        ),
-    )
-}
-
-/// The name of the pack an instance image over a snapshot is sent.
-const DELTA_PACK: &str = "pack-patchgrade";
-
-fn setup_repo_with(spec: &Spec, make_repo: &str) -> String {
-    let mut s = String::from(
-        "#!/bin/bash\n# patchgrade instance image setup (generated).\nset -euxo pipefail\n",
-    );
-    s.push_str(&format!("cd {TESTBED}\n"));
-    s.push_str(make_repo);
-    s.push_str("set +u\n");
-    s.push_str(&activate_line());
-    s.push_str("\nset -u\n");
-    // The spec's environment applies to setup too (e.g. the pretend version
-    // for setuptools_scm, which finds no tags in a one-commit repository).
-    for (k, v) in &spec.env {
-        s.push_str(&format!("export {k}={}\n", quote(v)));
-    }
-    for (path, fixture) in &spec.files {
-        // A here-document with a delimiter the content does not hold.
-        let mut d = String::from("EOF_PATCHGRADE_FIXTURE");
-        while fixture.content.contains(&d) {
-            d.push('_');
-        }
-        let body = fixture
-            .content
-            .strip_suffix('\n')
-            .unwrap_or(&fixture.content);
-        s.push_str(&format!("cat > {} <<'{d}'\n{body}\n{d}\n", quote(path)));
-    }
-    for cmd in spec.pre_install.iter().chain(&spec.install) {
-        s.push_str(&checked_command(cmd));
-    }
-    // A setup commit: `git diff` afterwards shows only the candidate's
-    // changes (reference #353); untracked build output stays untracked.
-    s.push_str(&format!(
-        "cd {TESTBED}\ngit commit -q --no-verify --allow-empty -am 'patchgrade setup'\n"
-    ));
-    s
-}
-
-/// One setup command, then its status checked: under `set -e` a failing
-/// `a && b` (as specs write installs) does not stop the script, so a failed
-/// `make bootstrap` used to leave an image without its dependencies
-/// (babel 13928). `$?` still holds the list's status on the next line.
-fn checked_command(cmd: &str) -> String {
-    let cmd = cmd.strip_suffix('\n').unwrap_or(cmd);
-    // The build error shows the log's last lines: name the command there.
-    let first: String = cmd.lines().next().unwrap_or("").chars().take(100).collect();
-    let said = quote(&format!("patchgrade: setup command failed: {first}"));
-    format!(
-        "{cmd}\npatchgrade_rc=$?; if [ \"$patchgrade_rc\" -ne 0 ]; then echo {said} \"(exit $patchgrade_rc)\" >&2; exit \"$patchgrade_rc\"; fi\n"
-    )
-}
-
 /// The repository (the name before the tag) of an instance's image, the
 /// same whether it is built whole or over a snapshot: `patchgrade images`
 /// matches instances to images by it.
@@ -614,10 +544,26 @@ pub fn instance_plan(
 
 /// The snapshot image of `repo` at tree `anchor` on `env` (see
 /// [`super::snapshot`]); kept and evicted with the env tier.
-pub fn snapshot_plan(env: &str, repo: &str, anchor: TreeSource) -> ImagePlan {
+pub fn snapshot_plan(env: &str, repo: &str, spec: &Spec, anchor: TreeSource) -> ImagePlan {
     let parent = SNAPSHOT_OBJECTS.rsplit_once('/').map_or("/", |(p, _)| p);
+    // A `snapshot_build` spec's setup runs in the snapshot's repository,
+    // before its objects are packed away (see `setup`).
+    let (copy, run, files) = if spec.snapshot_build {
+        (
+            "COPY setup_snapshot.sh /root/setup_snapshot.sh\n",
+            " && bash /root/setup_snapshot.sh && rm /root/setup_snapshot.sh \\\n",
+            vec![ContextFile::new(
+                "setup_snapshot.sh",
+                setup_snapshot_script(spec),
+            )],
+        )
+    } else {
+        ("", "", Vec::new())
+    };
     let dockerfile = SNAPSHOT_DOCKERFILE
         .replace("{{env}}", env)
+        .replace("{{setup_copy}}", copy)
+        .replace("{{setup_run}}", run)
         .replace("{{objects_parent}}", parent)
         .replace("{{objects}}", SNAPSHOT_OBJECTS);
     let tree_id = anchor.tree.to_string();
@@ -626,7 +572,7 @@ pub fn snapshot_plan(env: &str, repo: &str, anchor: TreeSource) -> ImagePlan {
         snapshot_repository(repo),
         &[dockerfile.as_bytes(), tree_id.as_bytes()],
         dockerfile.clone(),
-        Vec::new(),
+        files,
         vec![("testbed".to_string(), anchor)],
     )
 }

@@ -476,33 +476,6 @@ fn toolchain_specs_get_their_env_name_labels_fixtures_and_offline_tests() {
     assert!(delta.dockerfile.ends_with("ENV CARGO_NET_OFFLINE=true\n"));
 }
 
-#[test]
-fn a_failing_install_list_stops_the_setup_script() {
-    // Run the generated lines in bash as the image build does: an install
-    // written `a && b` whose `a` fails must fail the build, and one that
-    // succeeds must reach the next line.
-    let run = |install: &str| {
-        let body = format!(
-            "set -euxo pipefail\n{}echo reached\n",
-            checked_command(install)
-        );
-        std::process::Command::new("bash")
-            .args(["-c", &body])
-            .output()
-            .unwrap()
-    };
-    let failed = run("false && echo built");
-    assert_eq!(failed.status.code(), Some(1));
-    assert!(!String::from_utf8_lossy(&failed.stdout).contains("reached"));
-    assert!(String::from_utf8_lossy(&failed.stderr)
-        .contains("patchgrade: setup command failed: false && echo built (exit 1)"));
-    let ok = run("true && echo built\n");
-    assert!(ok.status.success());
-    assert!(String::from_utf8_lossy(&ok.stdout).contains("built\nreached"));
-    let s = spec("install: make bootstrap && make build\ntest_cmd: t\nlog_parser: jest\n");
-    assert!(setup_repo_script(&s).contains("make bootstrap && make build\npatchgrade_rc=$?"));
-}
-
 /// A git source is sent as a pack, served by the setup script, and cargo is
 /// told to fetch with git's command line; another history, another tag.
 #[test]
@@ -539,4 +512,36 @@ fn git_sources_are_packs_in_the_env_context() {
     assert_ne!(plan.name, other.name);
     let none = env_plan(Suite::Bookworm, None, "tc:1", &s, &EnvInputs::default());
     assert!(!none.dockerfile.contains("CARGO_NET_GIT_FETCH_WITH_CLI"));
+}
+
+/// A `snapshot_build` spec's snapshot runs its setup between the commit
+/// and the packing; any other spec's snapshot is what it was (same text,
+/// so the same tag), and its env gets the compiler cache's package.
+#[test]
+fn a_snapshot_build_snapshot_runs_the_setup_before_packing() {
+    let anchor = || TreeSource {
+        repo: PathBuf::from("/m.git"),
+        tree: git2::Oid::from_str("4b825dc642cb6eb9a060e54bf8d69288fbee4904").unwrap(),
+    };
+    let plain = spec("install: pip install -e .\ntest_cmd: t\nlog_parser: pytest\n");
+    let built =
+        spec("install: pip install -e .\ntest_cmd: t\nlog_parser: pytest\nsnapshot_build: true\n");
+    let p = snapshot_plan("env:1", "acme/w", &plain, anchor());
+    assert!(p.files.is_empty());
+    assert!(!p.dockerfile.contains("{{") && !p.dockerfile.contains("setup_snapshot"));
+    assert!(p
+        .dockerfile
+        .contains("-m 'patchgrade snapshot' \\\n && git -c pack.threads=1 repack"));
+    let b = snapshot_plan("env:1", "acme/w", &built, anchor());
+    assert_ne!(p.name, b.name);
+    assert_eq!(b.files.len(), 1);
+    assert_eq!(b.files[0].path, "setup_snapshot.sh");
+    let d = &b.dockerfile;
+    let at = |needle: &str| d.find(needle).unwrap_or_else(|| panic!("{needle}:\n{d}"));
+    assert!(at("COPY testbed /testbed") < at("COPY setup_snapshot.sh /root/setup_snapshot.sh"));
+    assert!(at("commit -q --no-verify") < at("bash /root/setup_snapshot.sh"));
+    assert!(at("bash /root/setup_snapshot.sh") < at("repack -a -d"));
+    let apt = |s: &Spec| apt_step(&apt_packages(s, &EnvInputs::default()));
+    assert!(apt(&built).contains("'ccache'"), "{}", apt(&built));
+    assert_eq!(apt(&plain), "# no apt packages");
 }

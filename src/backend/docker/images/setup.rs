@@ -1,0 +1,289 @@
+//! The setup scripts the instance and snapshot images run: the one-commit
+//! repository at `/testbed`, the spec's fixtures, `pre_install` and
+//! `install`, and the setup commit.
+//!
+//! A spec with `snapshot_build` also runs its setup in the repository's
+//! snapshot image, through a compiler cache kept in that image
+//! ([`COMPILER_CACHE`]): the dependencies the install pulls are then
+//! installed once per snapshot, not once per instance, and the compiler
+//! runs of the instance images over it are cache hits wherever a
+//! translation unit is unchanged. The instance still builds from a clean
+//! tree (the snapshot's build output removed first), so what it compiles
+//! is decided by its own sources only; the cache is keyed by the
+//! preprocessed source, compiler and flags, so a hit is the same object.
+
+use super::snapshot::SNAPSHOT_OBJECTS;
+use super::{activate_line, TESTBED};
+use crate::script::quote;
+use crate::spec::Spec;
+
+/// The name of the pack an instance image over a snapshot is sent.
+pub const DELTA_PACK: &str = "pack-patchgrade";
+
+/// Where a `snapshot_build` snapshot keeps its compiler cache (ccache).
+pub const COMPILER_CACHE: &str = "/opt/patchgrade/ccache";
+
+/// The Debian package giving the compiler cache; an env of a
+/// `snapshot_build` spec installs it.
+pub const COMPILER_CACHE_PACKAGE: &str = "ccache";
+
+/// Largest the compiler cache of one snapshot may grow (scikit-learn's
+/// objects are about 70 MiB, matplotlib's with FreeType about 40).
+const COMPILER_CACHE_MAX: &str = "2G";
+
+/// The repo setup script of instance images.
+pub fn setup_repo_script(spec: &Spec) -> String {
+    // The tree as one commit: no history, nothing newer than the base.
+    setup_repo_with(
+        spec,
+        "git init -q\ngit add -A -f\ngit commit -q --no-verify --allow-empty -m 'patchgrade base tree'\n",
+        None,
+    )
+}
+
+/// The repo setup script of an instance image over a snapshot: the same
+/// one-commit repository, its objects the pack sent plus the snapshot's (an
+/// alternate), `tree` its commit's. The index comes from `read-tree`, whose
+/// cache of tree ids lets the setup commit write no tree that exists: git
+/// touches an existing object's file when it writes it again, and touching
+/// the snapshot's pack would copy it whole into the instance's layer.
+pub fn setup_delta_repo_script(spec: &Spec, tree: git2::Oid) -> String {
+    // A snapshot that ran the setup holds its build output: untracked and
+    // ignored files are expected there, and removed before the setup.
+    let (status, clean) = if spec.snapshot_build {
+        ("--untracked-files=no", "git clean -fdxq\n")
+    } else {
+        ("--ignored", "")
+    };
+    setup_repo_with(
+        spec,
+        &format!(
+            "git init -q\ngit config gc.auto 0\necho {SNAPSHOT_OBJECTS} > .git/objects/info/alternates\n\
+             git index-pack .git/objects/pack/{DELTA_PACK}.pack > /dev/null\n\
+             git update-ref HEAD \"$(git commit-tree {tree} -m 'patchgrade base tree')\"\n\
+             git read-tree HEAD\ngit update-index -q --refresh || true\n\
+             if [ -n \"$(git status --porcelain {status})\" ]; then\n\
+             echo 'patchgrade: /testbed is not the base tree:'; git status --porcelain {status} | head -20; exit 1\nfi\n\
+             {clean}"
+        ),
+        spec.snapshot_build.then_some(CacheUse::Read),
+    )
+}
+
+/// The setup a `snapshot_build` snapshot runs, in its repository of the
+/// anchor tree: the spec's fixtures, `pre_install` and `install` through
+/// the compiler cache, then the tracked files put back as the anchor has
+/// them. A failed setup does not fail the snapshot (an older tree may not
+/// build in a newer env): the instances over it then build as without it,
+/// with what the cache got.
+pub fn setup_snapshot_script(spec: &Spec) -> String {
+    let mut s = String::from(
+        "#!/bin/bash\n# patchgrade snapshot image setup (generated).\nset -euxo pipefail\n",
+    );
+    s.push_str(&format!("cd {TESTBED}\n"));
+    s.push_str("if ! (\n");
+    s.push_str(&setup_steps(spec, Some(CacheUse::Fill)));
+    s.push_str(&format!(
+        "); then echo 'patchgrade: the snapshot setup failed; instance images over it build without its help'; fi\ncd {TESTBED}\n"
+    ));
+    s.push_str(
+        "if [ -n \"$(git status --porcelain --untracked-files=no)\" ]; then\n\
+         echo 'patchgrade: the snapshot setup changed tracked files; put back:'\n\
+         git status --porcelain --untracked-files=no | head -20\ngit checkout -q -- .\nfi\n",
+    );
+    s
+}
+
+/// How a setup uses the compiler cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CacheUse {
+    /// The snapshot: every compiler run stored.
+    Fill,
+    /// An instance over the snapshot: hits used, nothing stored (its layer
+    /// gets no cache files).
+    Read,
+}
+
+fn setup_repo_with(spec: &Spec, make_repo: &str, cache: Option<CacheUse>) -> String {
+    let mut s = String::from(
+        "#!/bin/bash\n# patchgrade instance image setup (generated).\nset -euxo pipefail\n",
+    );
+    s.push_str(&format!("cd {TESTBED}\n"));
+    s.push_str(make_repo);
+    s.push_str(&setup_steps(spec, cache));
+    // A setup commit: `git diff` afterwards shows only the candidate's
+    // changes (reference #353); untracked build output stays untracked.
+    s.push_str(&format!(
+        "cd {TESTBED}\ngit commit -q --no-verify --allow-empty -am 'patchgrade setup'\n"
+    ));
+    s
+}
+
+/// The env activated, the spec's environment and fixtures, then
+/// `pre_install` and `install`, each checked.
+fn setup_steps(spec: &Spec, cache: Option<CacheUse>) -> String {
+    let mut s = String::from("set +u\n");
+    s.push_str(&activate_line());
+    s.push_str("\nset -u\n");
+    // The spec's environment applies to setup too (e.g. the pretend version
+    // for setuptools_scm, which finds no tags in a one-commit repository).
+    for (k, v) in &spec.env {
+        s.push_str(&format!("export {k}={}\n", quote(v)));
+    }
+    for (path, fixture) in &spec.files {
+        // A here-document with a delimiter the content does not hold.
+        let mut d = String::from("EOF_PATCHGRADE_FIXTURE");
+        while fixture.content.contains(&d) {
+            d.push('_');
+        }
+        let body = fixture
+            .content
+            .strip_suffix('\n')
+            .unwrap_or(&fixture.content);
+        s.push_str(&format!("cat > {} <<'{d}'\n{body}\n{d}\n", quote(path)));
+    }
+    if let Some(cache) = cache {
+        s.push_str(&compiler_cache_lines(cache));
+    }
+    for cmd in spec.pre_install.iter().chain(&spec.install) {
+        s.push_str(&checked_command(cmd));
+    }
+    if cache.is_some() {
+        // Hits and misses, for the build log.
+        s.push_str("ccache --show-stats || true\n");
+    }
+    s
+}
+
+/// The compiler found first on PATH is ccache's wrapper (Debian's
+/// `/usr/lib/ccache`: gcc, g++, cc, c++ and the triplet names), with the
+/// cache in [`COMPILER_CACHE`]. Only the setup sees it: the image's own
+/// environment, and so every evaluation's rebuild, is unchanged.
+fn compiler_cache_lines(cache: CacheUse) -> String {
+    let mut s = format!(
+        "export CCACHE_DIR={COMPILER_CACHE} PATH=/usr/lib/ccache:$PATH CCACHE_MAXSIZE={COMPILER_CACHE_MAX}\n"
+    );
+    match cache {
+        CacheUse::Fill => s.push_str("mkdir -p \"$CCACHE_DIR\"\n"),
+        CacheUse::Read => s.push_str("export CCACHE_READONLY=1\n"),
+    }
+    // The statistics the log shows are this setup's own.
+    s.push_str("ccache --zero-stats || true\n");
+    s
+}
+
+/// One setup command, then its status checked: under `set -e` a failing
+/// `a && b` (as specs write installs) does not stop the script, so a failed
+/// `make bootstrap` used to leave an image without its dependencies
+/// (babel 13928). `$?` still holds the list's status on the next line.
+pub(super) fn checked_command(cmd: &str) -> String {
+    let cmd = cmd.strip_suffix('\n').unwrap_or(cmd);
+    // The build error shows the log's last lines: name the command there.
+    let first: String = cmd.lines().next().unwrap_or("").chars().take(100).collect();
+    let said = quote(&format!("patchgrade: setup command failed: {first}"));
+    format!(
+        "{cmd}\npatchgrade_rc=$?; if [ \"$patchgrade_rc\" -ne 0 ]; then echo {said} \"(exit $patchgrade_rc)\" >&2; exit \"$patchgrade_rc\"; fi\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> Spec {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    const BUILT: &str = "install: pip install -e .\npre_install: [make libs]\ntest_cmd: t\nlog_parser: pytest\nsnapshot_build: true\n";
+    const PLAIN: &str = "install: pip install -e .\ntest_cmd: t\nlog_parser: pytest\n";
+
+    #[test]
+    fn a_failing_install_list_stops_the_setup_script() {
+        // Run the generated lines in bash as the image build does: an install
+        // written `a && b` whose `a` fails must fail the build, and one that
+        // succeeds must reach the next line.
+        let run = |install: &str| {
+            let body = format!(
+                "set -euxo pipefail\n{}echo reached\n",
+                checked_command(install)
+            );
+            std::process::Command::new("bash")
+                .args(["-c", &body])
+                .output()
+                .unwrap()
+        };
+        let failed = run("false && echo built");
+        assert_eq!(failed.status.code(), Some(1));
+        assert!(!String::from_utf8_lossy(&failed.stdout).contains("reached"));
+        assert!(String::from_utf8_lossy(&failed.stderr)
+            .contains("patchgrade: setup command failed: false && echo built (exit 1)"));
+        let ok = run("true && echo built\n");
+        assert!(ok.status.success());
+        assert!(String::from_utf8_lossy(&ok.stdout).contains("built\nreached"));
+        let s = spec("install: make bootstrap && make build\ntest_cmd: t\nlog_parser: jest\n");
+        assert!(setup_repo_script(&s).contains("make bootstrap && make build\npatchgrade_rc=$?"));
+    }
+
+    #[test]
+    fn a_snapshot_build_snapshot_fills_the_cache_and_puts_the_tree_back() {
+        let s = setup_snapshot_script(&spec(BUILT));
+        let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle}:\n{s}"));
+        // The cache comes first, then the steps, each checked, inside the
+        // block whose failure is only said.
+        assert!(
+            at("if ! (")
+                < at("export CCACHE_DIR=/opt/patchgrade/ccache PATH=/usr/lib/ccache:$PATH")
+        );
+        assert!(at("PATH=/usr/lib/ccache") < at("make libs\npatchgrade_rc=$?"));
+        assert!(at("make libs\n") < at("pip install -e .\npatchgrade_rc=$?"));
+        assert!(
+            at("pip install -e .\n") < at("); then echo 'patchgrade: the snapshot setup failed")
+        );
+        assert!(at("snapshot setup failed") < at("git checkout -q -- ."));
+        assert!(!s.contains("CCACHE_READONLY"));
+        // No repository of its own: the Dockerfile made it.
+        assert!(!s.contains("git init"));
+    }
+
+    #[test]
+    fn a_failed_snapshot_setup_does_not_fail_the_script() {
+        // The block as the snapshot runs it, in bash, with a failing step.
+        let s = spec("install: 'false'\ntest_cmd: t\nlog_parser: pytest\nsnapshot_build: true\n");
+        let body = format!(
+            "set -euxo pipefail\nif ! (\n{}); then echo said; fi\necho reached\n",
+            s.install
+                .iter()
+                .map(|c| checked_command(c))
+                .collect::<String>()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &body])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert!(String::from_utf8_lossy(&out.stdout).contains("said\nreached"));
+        assert!(setup_snapshot_script(&s).contains(&checked_command("false")));
+    }
+
+    #[test]
+    fn an_instance_over_a_build_snapshot_starts_clean_and_reads_the_cache() {
+        let tree = git2::Oid::from_str("4b825dc642cb6eb9a060e54bf8d69288fbee4904").unwrap();
+        let s = setup_delta_repo_script(&spec(BUILT), tree);
+        let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle}:\n{s}"));
+        // Tracked files must be the base tree; the snapshot's build output
+        // is removed before anything is built.
+        assert!(s.contains("git status --porcelain --untracked-files=no)"));
+        assert!(at("git read-tree HEAD") < at("git clean -fdxq"));
+        assert!(at("git clean -fdxq") < at("export CCACHE_READONLY=1"));
+        assert!(at("export CCACHE_READONLY=1") < at("make libs\n"));
+        assert!(at("pip install -e .\n") < at("ccache --show-stats"));
+        assert!(at("ccache --show-stats") < at("'patchgrade setup'"));
+        // Without `snapshot_build` nothing of it.
+        let plain = setup_delta_repo_script(&spec(PLAIN), tree);
+        for absent in ["ccache", "git clean", "--untracked-files=no"] {
+            assert!(!plain.contains(absent), "{absent}:\n{plain}");
+        }
+        assert!(plain.contains("git status --porcelain --ignored)"));
+        assert!(!setup_repo_script(&spec(BUILT)).contains("ccache"));
+    }
+}
