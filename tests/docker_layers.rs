@@ -335,7 +335,10 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
         return;
     }
     // Images of an earlier, failed run would be found, not built.
-    for old in images("patchgrade.").iter().filter(|i| i.contains("acme__cext")) {
+    for old in images("patchgrade.")
+        .iter()
+        .filter(|i| i.contains("acme__cext"))
+    {
         docker_out(&["rmi", old]);
     }
     let sb = Sandbox::new();
@@ -438,6 +441,18 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
         results,
     ]);
     assert_eq!(in_snapshot, "2", "the snapshot's cache holds both objects");
+    // Its build output is gone: each instance builds its own.
+    let outputs = docker_out(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        &snaps[0],
+        "bash",
+        "-c",
+        "find /testbed -name '*.so' -o -name build -prune | wc -l",
+    ]);
+    assert_eq!(outputs, "0", "build output left in the snapshot");
     for id in ["acme__cext-1", "acme__cext-2"] {
         let found = images(&format!("patchgrade.eval.x86_64.{id}:"));
         assert_eq!(found.len(), 1, "{id}: {found:?}");
