@@ -454,6 +454,10 @@ pub struct ResolvedSpec {
     pub version_key: String,
 }
 
+/// The environment variable that gives setuptools_scm the version a
+/// one-commit repository (no tags) cannot tell it.
+pub const PRETEND_VERSION: &str = "SETUPTOOLS_SCM_PRETEND_VERSION";
+
 impl ResolvedSpec {
     /// The upstream's version (from the base's tags) for setuptools_scm,
     /// unless the spec sets one: part of the environment, so the instance
@@ -461,8 +465,22 @@ impl ResolvedSpec {
     pub fn pretend_version(&mut self, version: String) {
         self.spec
             .env
-            .entry("SETUPTOOLS_SCM_PRETEND_VERSION".into())
+            .entry(PRETEND_VERSION.into())
             .or_insert(version);
+    }
+}
+
+impl Spec {
+    /// The spec as a setup at another commit runs it (a snapshot's older
+    /// tree): the version it pretends, when it pretends one, is that
+    /// commit's upstream version, so the instances of every base commit
+    /// over one snapshot share it.
+    pub fn at_version(&self, version: Option<String>) -> Spec {
+        let mut s = self.clone();
+        if let (Some(v), Some(slot)) = (version, s.env.get_mut(PRETEND_VERSION)) {
+            *slot = v;
+        }
+        s
     }
 }
 

@@ -348,3 +348,17 @@ fn builtin_specs_parse() {
     let s = SpecSet::builtin().unwrap();
     assert!(s.repos().count() >= 1);
 }
+
+#[test]
+fn a_spec_at_another_commit_pretends_that_commits_version() {
+    let mut s: Spec = serde_yaml_ng::from_str("test_cmd: t\nlog_parser: pytest\n").unwrap();
+    // Nothing pretended: nothing to change.
+    assert!(s.at_version(Some("4.0.1".into())).env.is_empty());
+    s.env.insert(PRETEND_VERSION.into(), "4.0.2".into());
+    s.env.insert("OTHER".into(), "x".into());
+    let at = s.at_version(Some("4.0.1".into()));
+    assert_eq!(at.env[PRETEND_VERSION], "4.0.1");
+    assert_eq!(at.env["OTHER"], "x");
+    // No version at that commit (no tag reaches it): the spec's own.
+    assert_eq!(s.at_version(None).env[PRETEND_VERSION], "4.0.2");
+}

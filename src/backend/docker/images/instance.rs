@@ -89,23 +89,36 @@ impl DockerBackend {
         .map_err(|e| EnvError::Infra(format!("tree task: {e}")))?
     }
 
-    /// The anchor tree of `inst`'s snapshot image ([`snapshot::anchor`]);
-    /// None when its history starts in its window.
+    /// The anchor of `inst`'s snapshot image ([`snapshot::anchor`]); None
+    /// when its history starts in its window.
     pub(super) async fn snapshot_anchor(
         &self,
         inst: &Instance,
         spec: &Spec,
         base: &TreeSource,
-    ) -> Result<Option<git2::Oid>, EnvError> {
+    ) -> Result<Option<Anchor>, EnvError> {
         let (mirror, commit) = (base.repo.clone(), inst.base_commit.clone());
+        let (repos, repo) = (self.repos.clone(), inst.repo.clone());
         let absent = spec.absent_files.clone();
+        // Only a snapshot that runs the setup needs the anchor's version.
+        let versioned = spec.snapshot_build;
         tokio::task::spawn_blocking(move || {
             let r = git2::Repository::open_bare(&mirror)?;
             let Some(anchor) = snapshot::anchor(&r, git2::Oid::from_str(&commit)?)? else {
                 return Ok(None);
             };
             let tree = r.find_commit(anchor)?.tree_id();
-            Ok(Some(without_absent(&r, tree, &absent)?.0))
+            let version = match versioned {
+                true => repos
+                    .base_version(&repo, &anchor.to_string())
+                    .ok()
+                    .flatten(),
+                false => None,
+            };
+            Ok(Some(Anchor {
+                tree: without_absent(&r, tree, &absent)?.0,
+                version,
+            }))
         })
         .await
         .map_err(|e| EnvError::Infra(format!("snapshot anchor task: {e}")))?
@@ -123,12 +136,16 @@ impl DockerBackend {
         inst: &Instance,
         spec: &Spec,
         base: TreeSource,
-        anchor: git2::Oid,
+        anchor: Anchor,
     ) -> Result<(String, (String, Option<String>)), EnvError> {
+        let Anchor {
+            tree: anchor,
+            version,
+        } = anchor;
         let snap = snapshot_plan(
             env,
             &inst.repo,
-            spec,
+            &spec.at_version(version),
             TreeSource {
                 repo: base.repo.clone(),
                 tree: anchor,
@@ -156,6 +173,13 @@ impl DockerBackend {
             .await?;
         Ok((name, found))
     }
+}
+
+/// The commit a snapshot image is made of: its tree (without the spec's
+/// absent files) and, for a `snapshot_build` spec, its upstream version.
+pub(super) struct Anchor {
+    pub tree: git2::Oid,
+    pub version: Option<String>,
 }
 
 /// `tree`, or a tree written beside it without the `absent` files whose
