@@ -348,7 +348,16 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
     run(&repo, "git", &["init", "-q"], &[]);
     run(&repo, "git", &["config", "user.name", "t"], &[]);
     run(&repo, "git", &["config", "user.email", "t@t"], &[]);
-    std::fs::write(repo.join("setup.py"), SETUP_PY).unwrap();
+    // The snapshot's older tree asks for a package the instances' do not:
+    // it must not reach their env.
+    std::fs::write(
+        repo.join("setup.py"),
+        SETUP_PY.replace(
+            "packages=['calc'],",
+            "packages=['calc'], install_requires=['six'],",
+        ),
+    )
+    .unwrap();
     std::fs::write(repo.join(".gitignore"), "build/\n*.so\n*.egg-info/\n").unwrap();
     std::fs::write(repo.join("calc/_speed.c"), c_module("speed", 1)).unwrap();
     std::fs::write(repo.join("calc/_other.c"), c_module("other", 7)).unwrap();
@@ -364,7 +373,11 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
     // source, then one that changes _speed.c (the snapshot's build of it
     // must not be what that instance tests).
     commit_at(&repo, "true", T0 + 100);
-    let b1 = commit_at(&repo, "echo notes > NOTES", T0 + W + 100);
+    let b1 = commit_at(
+        &repo,
+        &format!("echo notes > NOTES && cat > setup.py <<'EOF'\n{SETUP_PY}EOF"),
+        T0 + W + 100,
+    );
     let b2 = commit_at(
         &repo,
         &format!("cat > calc/_speed.c <<'EOF'\n{}EOF", c_module("speed", 2)),
@@ -453,6 +466,20 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
         "find /testbed -name '*.so' -o -name build -prune | wc -l",
     ]);
     assert_eq!(outputs, "0", "build output left in the snapshot");
+    // Its env is the env image's: the older tree's install went to a venv
+    // of its own, removed.
+    let env = docker_out(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        &snaps[0],
+        "bash",
+        "-c",
+        "ls /tmp; /opt/venv/bin/python -c 'import six' 2>/dev/null && echo six leaked; \
+         /opt/venv/bin/python -m pip list 2>/dev/null | grep -ci '^calc ' || true",
+    ]);
+    assert_eq!(env, "0", "the snapshot's env changed: {env}");
     for id in ["acme__cext-1", "acme__cext-2"] {
         let found = images(&format!("patchgrade.eval.x86_64.{id}:"));
         assert_eq!(found.len(), 1, "{id}: {found:?}");
@@ -466,7 +493,10 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
             &found[0],
             "bash",
             "-c",
-            &format!("cd /testbed && git status --porcelain && {results}"),
+            &format!(
+                "cd /testbed && git status --porcelain && {results} && \
+                 (python -c 'import six' 2>/dev/null && echo six leaked || true)"
+            ),
         ]);
         assert_eq!(seen, in_snapshot, "{id}: {seen}");
         docker_out(&["rmi", &found[0]]);

@@ -4,16 +4,17 @@
 //!
 //! A spec with `snapshot_build` also runs its setup in the repository's
 //! snapshot image, through a compiler cache kept in that image
-//! ([`COMPILER_CACHE`]): the dependencies the install pulls are then
-//! installed once per snapshot, not once per instance, and the compiler
-//! runs of the instance images over it are cache hits wherever a
-//! translation unit is unchanged. The instance still builds from a clean
-//! tree (the snapshot's build output removed first), so what it compiles
-//! is decided by its own sources only; the cache is keyed by the
-//! preprocessed source, compiler and flags, so a hit is the same object.
+//! ([`COMPILER_CACHE`]): the compiler runs of the instance images over it
+//! are cache hits wherever a translation unit is unchanged. What the
+//! snapshot keeps is that cache and nothing else: its setup installs into
+//! a venv of its own layered over the env's ([`SNAPSHOT_VENV`], removed
+//! after), and its build output is removed. So an instance image's env is
+//! the env image's, and it builds from its own clean tree; the cache is
+//! keyed by the preprocessed source, compiler and flags, so a hit is the
+//! same object.
 
 use super::snapshot::SNAPSHOT_OBJECTS;
-use super::{activate_line, TESTBED};
+use super::{activate_line, TESTBED, VENV};
 use crate::script::quote;
 use crate::spec::Spec;
 
@@ -26,6 +27,14 @@ pub const COMPILER_CACHE: &str = "/opt/patchgrade/ccache";
 /// The Debian package giving the compiler cache; an env of a
 /// `snapshot_build` spec installs it.
 pub const COMPILER_CACHE_PACKAGE: &str = "ccache";
+
+/// The venv a snapshot's setup installs into: it sees the env's packages
+/// (a `.pth` file adds the env's site-packages after its own) and shadows
+/// them with what the older tree's install asks for, which never reaches
+/// the env. Without it, sphinx 3.0's snapshot pinned `pytest < 5.3.3` under
+/// the instances, whose own install accepts any pytest: 3 of 44 gold
+/// patches failed.
+pub const SNAPSHOT_VENV: &str = "/tmp/patchgrade-snapshot-venv";
 
 /// Largest the compiler cache of one snapshot may grow (scikit-learn's
 /// objects are about 70 MiB, matplotlib's with FreeType about 40).
@@ -72,17 +81,33 @@ pub fn setup_delta_repo_script(spec: &Spec, tree: git2::Oid) -> String {
 
 /// The setup a `snapshot_build` snapshot runs, in its repository of the
 /// anchor tree: the spec's fixtures, `pre_install` and `install` through
-/// the compiler cache, then the tracked files put back as the anchor has
-/// them and the build output removed. A failed setup does not fail the snapshot (an older tree may not
-/// build in a newer env): the instances over it then build as without it,
-/// with what the cache got.
+/// the compiler cache, in [`SNAPSHOT_VENV`]; then the tracked files put
+/// back as the anchor has them, and the build output, that venv and pip's
+/// download cache removed. A failed setup does not fail the snapshot (an
+/// older tree may not build in a newer env): the instances over it then
+/// build as without it, with what the cache got.
 pub fn setup_snapshot_script(spec: &Spec) -> String {
     let mut s = String::from(
         "#!/bin/bash\n# patchgrade snapshot image setup (generated).\nset -euxo pipefail\n",
     );
     s.push_str(&format!("cd {TESTBED}\n"));
+    // `--without-pip`: the env's pip (its pinned version) runs from the
+    // env's site-packages and installs here; `pip` is that pip.
+    s.push_str(&format!(
+        "if [ -x {VENV}/bin/python ]; then\n\
+         {VENV}/bin/python -m venv --without-pip {SNAPSHOT_VENV}\n\
+         purelib() {{ \"$1\" -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'; }}\n\
+         echo \"import site; site.addsitedir('$(purelib {VENV}/bin/python)')\" > \"$(purelib {SNAPSHOT_VENV}/bin/python)/patchgrade-env.pth\"\n\
+         printf '#!/bin/sh\\nexec python -m pip \"$@\"\\n' > {SNAPSHOT_VENV}/bin/pip\n\
+         chmod +x {SNAPSHOT_VENV}/bin/pip && cp {SNAPSHOT_VENV}/bin/pip {SNAPSHOT_VENV}/bin/pip3\n\
+         fi\n"
+    ));
     s.push_str("if ! (\n");
-    s.push_str(&setup_steps(spec, Some(CacheUse::Fill)));
+    let activate = format!(
+        "if [ -f {SNAPSHOT_VENV}/bin/activate ]; then source {SNAPSHOT_VENV}/bin/activate; else {}; fi",
+        activate_line()
+    );
+    s.push_str(&setup_steps(spec, &activate, Some(CacheUse::Fill)));
     s.push_str(&format!(
         "); then echo 'patchgrade: the snapshot setup failed; instance images over it build without its help'; fi\ncd {TESTBED}\n"
     ));
@@ -91,11 +116,12 @@ pub fn setup_snapshot_script(spec: &Spec) -> String {
          echo 'patchgrade: the snapshot setup changed tracked files; put back:'\n\
          git status --porcelain --untracked-files=no | head -20\ngit checkout -q -- .\nfi\n",
     );
-    // The build output goes: every instance removes it before its own
-    // build, so kept here it would only be counted twice on disk (273 MiB
-    // in a scikit-learn snapshot, and the instance layer's whiteouts).
-    // The cache and the installed dependencies stay.
-    s.push_str("git clean -fdxq\n");
+    // Every instance removes the build output before its own build, so
+    // kept here it would only be counted twice on disk (273 MiB in a
+    // scikit-learn snapshot, and the instance layer's whiteouts).
+    s.push_str(&format!(
+        "git clean -fdxq\nrm -rf {SNAPSHOT_VENV} /root/.cache/pip\n"
+    ));
     s
 }
 
@@ -115,7 +141,7 @@ fn setup_repo_with(spec: &Spec, make_repo: &str, cache: Option<CacheUse>) -> Str
     );
     s.push_str(&format!("cd {TESTBED}\n"));
     s.push_str(make_repo);
-    s.push_str(&setup_steps(spec, cache));
+    s.push_str(&setup_steps(spec, &activate_line(), cache));
     // A setup commit: `git diff` afterwards shows only the candidate's
     // changes (reference #353); untracked build output stays untracked.
     s.push_str(&format!(
@@ -124,11 +150,11 @@ fn setup_repo_with(spec: &Spec, make_repo: &str, cache: Option<CacheUse>) -> Str
     s
 }
 
-/// The env activated, the spec's environment and fixtures, then
-/// `pre_install` and `install`, each checked.
-fn setup_steps(spec: &Spec, cache: Option<CacheUse>) -> String {
+/// The env activated (`activate`, a shell line), the spec's environment
+/// and fixtures, then `pre_install` and `install`, each checked.
+fn setup_steps(spec: &Spec, activate: &str, cache: Option<CacheUse>) -> String {
     let mut s = String::from("set +u\n");
-    s.push_str(&activate_line());
+    s.push_str(activate);
     s.push_str("\nset -u\n");
     // The spec's environment applies to setup too (e.g. the pretend version
     // for setuptools_scm, which finds no tags in a one-commit repository).
@@ -247,6 +273,12 @@ mod tests {
         assert!(at("snapshot setup failed") < at("git checkout -q -- ."));
         assert!(at("git checkout -q -- .") < at("git clean -fdxq"));
         assert!(!s.contains("CCACHE_READONLY"));
+        // In a venv of its own over the env's, removed after.
+        assert!(at("-m venv --without-pip /tmp/patchgrade-snapshot-venv") < at("if ! ("));
+        assert!(at("if ! (") < at("source /tmp/patchgrade-snapshot-venv/bin/activate"));
+        assert!(
+            at("git clean -fdxq") < at("rm -rf /tmp/patchgrade-snapshot-venv /root/.cache/pip")
+        );
         // No repository of its own: the Dockerfile made it.
         assert!(!s.contains("git init"));
     }
