@@ -362,3 +362,23 @@ fn a_spec_at_another_commit_pretends_that_commits_version() {
     // No version at that commit (no tag reaches it): the spec's own.
     assert_eq!(s.at_version(None).env[PRETEND_VERSION], "4.0.2");
 }
+
+/// Where the built-in specs build through the snapshot (issue 22): only
+/// where a gold run measured a gain and no verdict change.
+#[test]
+fn snapshot_build_is_on_where_it_was_measured() {
+    let b = SpecSet::builtin().unwrap();
+    let on = |repo: &str, version: &str| b.lookup(repo, version).unwrap().spec.snapshot_build;
+    for v in ["0.20", "0.21", "0.22"] {
+        assert!(on("scikit-learn/scikit-learn", v), "{v}");
+    }
+    assert!(!on("scikit-learn/scikit-learn", "1.3"));
+    for (repo, v) in [
+        ("astropy/astropy", "5.1"),
+        ("matplotlib/matplotlib", "3.7"),
+        ("sphinx-doc/sphinx", "3.0"),
+        ("django/django", "3.0"),
+    ] {
+        assert!(!on(repo, v), "{repo} {v}");
+    }
+}
