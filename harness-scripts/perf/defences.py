@@ -94,10 +94,15 @@ def ignored(path):
     return "/__pycache__/" in path or path.endswith((".pyc", ".pyo"))
 
 
-def walk(root, skip):
-    """{path: os.stat_result} of the files and symlinks under `root`,
-    without following links, skipping the folders in `skip`."""
-    found = {}
+def files(root, skip, one_device=False):
+    """(path, os.stat_result) of the files and symlinks under `root`,
+    without following links, skipping the folders in `skip` and the paths
+    `ignored` names; with `one_device`, not crossing into other file
+    systems."""
+    try:
+        dev = os.stat(root).st_dev
+    except OSError:
+        return
     stack = [root]
     while stack:
         d = stack.pop()
@@ -113,11 +118,18 @@ def walk(root, skip):
                 st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
+            if one_device and st.st_dev != dev:
+                continue
             if stat.S_ISDIR(st.st_mode):
                 stack.append(p)
             elif not ignored(p):
-                found[p] = st
-    return found
+                yield p, st
+
+
+def walk(root, skip):
+    """{path: os.stat_result} of the files and symlinks under `root` (see
+    `files`)."""
+    return dict(files(root, skip))
 
 
 def same(a, b):
@@ -250,31 +262,9 @@ class WideSweep:
         self.elapsed = 0.0
 
     def _walk(self, start_ns):
-        try:
-            dev = os.stat(self.root).st_dev
-        except OSError:
-            return
-        stack = [self.root]
-        while stack:
-            d = stack.pop()
-            try:
-                entries = list(os.scandir(d))
-            except OSError:
-                continue
-            for e in entries:
-                p = e.path
-                if p in self.skip:
-                    continue
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if st.st_dev != dev:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(p)
-                elif (st.st_ctime_ns >= start_ns or p in self.marked) and not ignored(p):
-                    yield p, st
+        for p, st in files(self.root, self.skip, one_device=True):
+            if st.st_ctime_ns >= start_ns or p in self.marked:
+                yield p, st
 
     @staticmethod
     def _window(windows, ns):
