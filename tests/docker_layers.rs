@@ -57,6 +57,20 @@ fn docker_out(args: &[&str]) -> String {
     run(Path::new("/"), "docker", args, &[])
 }
 
+/// `script` run by bash in a throwaway container of `image`, offline.
+fn in_image(image: &str, script: &str) -> String {
+    docker_out(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        image,
+        "bash",
+        "-c",
+        script,
+    ])
+}
+
 /// The layer chain of an image.
 fn layers(image: &str) -> Vec<String> {
     serde_json::from_str(&docker_out(&[
@@ -176,16 +190,7 @@ fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes()
         let check = "cd /testbed && git rev-parse HEAD~1^{tree} && git rev-list --all --count && \
                      git status --porcelain --ignored && ls -l run.sh link && cat data/x && \
                      test ! -e old && test ! -e gone.txt && test ! -L link && cat keep.txt";
-        let seen = docker_out(&[
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            &inst(id),
-            "bash",
-            "-c",
-            check,
-        ]);
+        let seen = in_image(&inst(id), check);
         let lines: Vec<&str> = seen.lines().collect();
         assert_eq!(lines[0], tree, "{id}: {seen}");
         assert_eq!(
@@ -443,61 +448,34 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
         .collect();
     assert_eq!(snaps.len(), 1, "{snaps:?}");
     let results = "find /opt/patchgrade/ccache -type f -name '*R' | wc -l";
-    let in_snapshot = docker_out(&[
-        "run",
-        "--rm",
-        "--network",
-        "none",
-        &snaps[0],
-        "bash",
-        "-c",
-        results,
-    ]);
+    let in_snapshot = in_image(&snaps[0], results);
     assert_eq!(in_snapshot, "2", "the snapshot's cache holds both objects");
     // Its build output is gone: each instance builds its own.
-    let outputs = docker_out(&[
-        "run",
-        "--rm",
-        "--network",
-        "none",
+    let outputs = in_image(
         &snaps[0],
-        "bash",
-        "-c",
         "find /testbed -name '*.so' -o -name build -prune | wc -l",
-    ]);
+    );
     assert_eq!(outputs, "0", "build output left in the snapshot");
     // Its env is the env image's: the older tree's install went to a venv
     // of its own, removed.
-    let env = docker_out(&[
-        "run",
-        "--rm",
-        "--network",
-        "none",
+    let env = in_image(
         &snaps[0],
-        "bash",
-        "-c",
         "ls /tmp; /opt/venv/bin/python -c 'import six' 2>/dev/null && echo six leaked; \
          /opt/venv/bin/python -m pip list 2>/dev/null | grep -ci '^calc ' || true",
-    ]);
+    );
     assert_eq!(env, "0", "the snapshot's env changed: {env}");
     for id in ["acme__cext-1", "acme__cext-2"] {
         let found = images(&format!("patchgrade.eval.x86_64.{id}:"));
         assert_eq!(found.len(), 1, "{id}: {found:?}");
         // The instance adds no cache entries (read only), and its tree is
         // the base tree (git sees no change; the build output is ignored).
-        let seen = docker_out(&[
-            "run",
-            "--rm",
-            "--network",
-            "none",
+        let seen = in_image(
             &found[0],
-            "bash",
-            "-c",
             &format!(
                 "cd /testbed && git status --porcelain && {results} && \
                  (python -c 'import six' 2>/dev/null && echo six leaked || true)"
             ),
-        ]);
+        );
         assert_eq!(seen, in_snapshot, "{id}: {seen}");
         docker_out(&["rmi", &found[0]]);
     }
