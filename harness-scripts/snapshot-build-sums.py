@@ -3,8 +3,9 @@
 #   snapshot-build-sums.py ROOT RUN_ID REPO_PREFIX
 # ROOT holds logs/<run>/gold/*/patchgrade.json and build_images/ (as
 # harness-scripts/verified-segment.sh lays them out). Prints outcomes, the
-# instance and snapshot build seconds, ccache hits, and the "before" proxy:
-# each instance costing its snapshot's whole install.
+# instance and snapshot build seconds, ccache hits, Cython's cache hits
+# ("Found compiled" against "Cythonizing" in a verbose install's log), and
+# the "before" proxy: each instance costing its snapshot's whole install.
 import json,sys,os,re,glob,collections
 root, run, repo = sys.argv[1], sys.argv[2], sys.argv[3]
 def took(d):
@@ -20,6 +21,9 @@ def hits(d):
     if all(n):
         d,p,m2=(int(x.group(1)) for x in n); return (d+p,d+p+m2)
     return None
+def cython(d):
+    t=open(d+'/build_image.log').read()
+    return (t.count('Found compiled'), t.count('Cythonizing'))
 inst=[];snaps={};tests=0;res=collections.Counter()
 for rec in glob.glob(f'{root}/logs/{run}/gold/{repo}*/patchgrade.json'):
     j=json.load(open(rec)); res[j['outcome']]+=1
@@ -31,9 +35,10 @@ for rec in glob.glob(f'{root}/logs/{run}/gold/{repo}*/patchgrade.json'):
     snap=re.search(r'FROM (\S+)',open(d+'/Dockerfile').read()).group(1).replace(':','__')
     sd=f"{root}/build_images/env/{snap}"
     snaps[sd]=took(sd)
-    inst.append((rec.split('/')[-2],took(d),hits(d),snaps[sd]))
-for i in sorted(inst): print(f"  {i[0]}: instance {i[1]}s, hits {i[2]}, its snapshot {i[3]}s")
-si=sum(t for _,t,_,_ in inst if t); ss=sum(v for v in snaps.values() if v)
+    inst.append((rec.split('/')[-2],took(d),hits(d),snaps[sd],cython(d)))
+for i in sorted(inst): print(f"  {i[0]}: instance {i[1]}s, hits {i[2]}, Cython found/translated {i[4]}, its snapshot {i[3]}s")
+si=sum(x[1] for x in inst if x[1]); ss=sum(v for v in snaps.values() if v)
 h=sum(x[2][0] for x in inst if x[2]); n=sum(x[2][1] for x in inst if x[2])
-proxy=sum(s for *_,s in inst if s)
-print(f"{repo}: outcomes {dict(res)}; instances {len(inst)} built in {si:.0f}s (mean {si/len(inst):.0f}s); snapshots {len(snaps)} in {ss:.0f}s; hits {h}/{n}; tests {tests:.0f}s; after={si+ss:.0f}s; before-proxy (each instance a full install = its snapshot's time) {proxy:.0f}s")
+proxy=sum(x[3] for x in inst if x[3])
+cf=sum(x[4][0] for x in inst); ct=sum(x[4][1] for x in inst)
+print(f"{repo}: outcomes {dict(res)}; instances {len(inst)} built in {si:.0f}s (mean {si/len(inst):.0f}s); snapshots {len(snaps)} in {ss:.0f}s; hits {h}/{n}; Cython found {cf}, translated {ct}; tests {tests:.0f}s; after={si+ss:.0f}s; before-proxy (each instance a full install = its snapshot's time) {proxy:.0f}s")

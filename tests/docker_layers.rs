@@ -293,10 +293,16 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
 }
 
 /// A spec whose snapshot runs the install through the compiler cache
-/// (`snapshot_build`): a package with two C extensions.
-const BUILD_SPEC: &str = "repo: acme/cext\nversions:\n  \"*\":\n    python: \"3.11\"\n    snapshot_build: true\n    pip_packages: [setuptools]\n    install: python -m pip install --no-build-isolation -e .\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+/// (`snapshot_build`): a package with two C extensions and a Cython module.
+const BUILD_SPEC: &str = "repo: acme/cext\nversions:\n  \"*\":\n    python: \"3.11\"\n    snapshot_build: true\n    pip_packages: [setuptools, cython]\n    install: python -m pip install -v --no-build-isolation -e .\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
 
-const SETUP_PY: &str = "from setuptools import setup, Extension\nsetup(name='calc', version='1.0', packages=['calc'], ext_modules=[Extension('calc._speed', ['calc/_speed.c']), Extension('calc._other', ['calc/_other.c'])])\n";
+/// Two C extensions and one Cython module.
+const SETUP_PY: &str = "from setuptools import setup, Extension\nfrom Cython.Build import cythonize\nsetup(name='calc', version='1.0', packages=['calc'], ext_modules=[Extension('calc._speed', ['calc/_speed.c']), Extension('calc._other', ['calc/_other.c'])] + cythonize([Extension('calc._fast', ['calc/_fast.pyx'])]))\n";
+
+/// The Cython module `_fast`, whose `fast()` returns `value`.
+fn pyx_module(value: i64) -> String {
+    format!("def fast():\n    return {value}\n")
+}
 
 /// A C extension module `name` whose function `name()` returns `value`.
 fn c_module(name: &str, value: i64) -> String {
@@ -363,7 +369,12 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
         ),
     )
     .unwrap();
-    std::fs::write(repo.join(".gitignore"), "build/\n*.so\n*.egg-info/\n").unwrap();
+    std::fs::write(
+        repo.join(".gitignore"),
+        "build/\n*.so\n*.egg-info/\ncalc/_fast.c\n",
+    )
+    .unwrap();
+    std::fs::write(repo.join("calc/_fast.pyx"), pyx_module(3)).unwrap();
     std::fs::write(repo.join("calc/_speed.c"), c_module("speed", 1)).unwrap();
     std::fs::write(repo.join("calc/_other.c"), c_module("other", 7)).unwrap();
     std::fs::write(
@@ -375,8 +386,8 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
     let tests = "import unittest\nfrom calc import _other\n\nclass T(unittest.TestCase):\n    def test_other(self):\n        self.assertEqual(_other.other(), 7)\n";
     std::fs::write(repo.join("tests/test_calc.py"), tests).unwrap();
     // Window 0: the snapshot's commit. Window 1: a base that changes no C
-    // source, then one that changes _speed.c (the snapshot's build of it
-    // must not be what that instance tests).
+    // or Cython source, then one that changes _speed.c and _fast.pyx (the
+    // snapshot's builds of them must not be what that instance tests).
     commit_at(&repo, "true", T0 + 100);
     let b1 = commit_at(
         &repo,
@@ -385,7 +396,11 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
     );
     let b2 = commit_at(
         &repo,
-        &format!("cat > calc/_speed.c <<'EOF'\n{}EOF", c_module("speed", 2)),
+        &format!(
+            "cat > calc/_speed.c <<'EOF'\n{}EOF\ncat > calc/_fast.pyx <<'EOF'\n{}EOF",
+            c_module("speed", 2),
+            pyx_module(4)
+        ),
         T0 + W + 200,
     );
     let gold = {
@@ -398,11 +413,11 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
         run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
         d
     };
-    // Each instance's test asserts its own base's C code.
+    // Each instance's test asserts its own base's C and Cython code.
     let test_patch = |speed: i64| {
         std::fs::write(
             repo.join("tests/test_calc.py"),
-            format!("{tests}\n    def test_add(self):\n        from calc import add, _speed\n        self.assertEqual(add(2, 3), 5)\n        self.assertEqual(_speed.speed(), {speed})\n"),
+            format!("{tests}\n    def test_add(self):\n        from calc import add, _speed, _fast\n        self.assertEqual(add(2, 3), 5)\n        self.assertEqual(_speed.speed(), {speed})\n        self.assertEqual(_fast.fast(), {speed} + 2)\n"),
         )
         .unwrap();
         let d = run(&repo, "git", &["diff"], &[]);
@@ -434,12 +449,18 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
     for id in ["acme__cext-1", "acme__cext-2"] {
         assert_eq!(sb.outcome("cext", "gold", id), "resolved", "{id}");
     }
-    // Both extensions of b1 are the snapshot's sources: two hits; b2's
-    // changed _speed.c is compiled again, _other.c is a hit.
+    // The three extensions of b1 are the snapshot's sources: three hits,
+    // and _fast.pyx is not translated again; b2's changed _speed.c is
+    // compiled again and its changed _fast.pyx translated again, _other.c
+    // is a hit.
     let log1 = instance_build_log(sb.path(), "acme__cext-1");
     let log2 = instance_build_log(sb.path(), "acme__cext-2");
-    assert_eq!(cache_hits(&log1), 2, "{log1}");
+    assert_eq!(cache_hits(&log1), 3, "{log1}");
     assert_eq!(cache_hits(&log2), 1, "{log2}");
+    let found = "Found compiled calc/_fast.pyx in cache";
+    assert!(log1.contains(found), "{log1}");
+    assert!(!log2.contains(found), "{log2}");
+    assert!(log2.contains("Cythonizing calc/_fast.pyx"), "{log2}");
     assert!(log1.contains("git clean -fdxq"), "{log1}");
 
     let snaps: Vec<String> = images("patchgrade.snap.")
@@ -447,9 +468,14 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
         .filter(|s| s.contains("acme__cext"))
         .collect();
     assert_eq!(snaps.len(), 1, "{snaps:?}");
-    let results = "find /opt/patchgrade/ccache -type f -name '*R' | wc -l";
+    // Both caches, and no hook left where a test would load it.
+    let results = "find /opt/patchgrade/ccache -type f -name '*R' | wc -l; ls /opt/patchgrade/cycache | wc -l; \
+                   find / -xdev -name 'patchgrade_cython_cache*' | wc -l";
     let in_snapshot = in_image(&snaps[0], results);
-    assert_eq!(in_snapshot, "2", "the snapshot's cache holds both objects");
+    assert_eq!(
+        in_snapshot, "3\n1\n0",
+        "the snapshot's caches hold the three objects and the one translation"
+    );
     // Its build output is gone: each instance builds its own.
     let outputs = in_image(
         &snaps[0],
@@ -477,6 +503,12 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
             ),
         );
         assert_eq!(seen, in_snapshot, "{id}: {seen}");
+        // Its object files are gone, its built modules there.
+        let built = in_image(
+            &found[0],
+            "cd /testbed && ls -d build/temp.* 2>/dev/null | wc -l; ls calc/*.so | wc -l",
+        );
+        assert_eq!(built, "0\n3", "{id}: object files kept or modules missing");
         docker_out(&["rmi", &found[0]]);
     }
     docker_out(&["rmi", &snaps[0]]);

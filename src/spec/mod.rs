@@ -237,6 +237,13 @@ pub struct Spec {
     /// (`backend::docker::images::setup`; docs/verified.md "Cold start").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub snapshot_build: bool,
+    /// Variables the image setup sets to the machine's core count (`nproc`)
+    /// for a build that reads its parallelism from one (numpy.distutils'
+    /// `NPY_NUM_BUILD_JOBS`): the same output from every core. A snapshot
+    /// build is otherwise one process while the other workers wait for it.
+    /// Neither the image's environment nor the tests see them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub build_jobs: Vec<String>,
     /// Shell command that installs the checkout into the env.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install: Option<String>,
@@ -331,6 +338,20 @@ impl Spec {
             || self.environment_yml.is_some()
             || !self.conda_packages.is_empty()
             || self.install.is_some()
+    }
+
+    /// `build_jobs` names shell variables: the setup exports them.
+    fn check_build_jobs(&self) -> Result<(), String> {
+        let name = |v: &str| {
+            v.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        match self.build_jobs.iter().find(|v| !name(v)) {
+            Some(bad) => Err(format!("build_jobs: {bad:?} is not a variable name")),
+            None => Ok(()),
+        }
     }
 
     /// What is wrong with the spec's `sources`, if anything.
@@ -554,11 +575,13 @@ impl SpecSet {
                     }
                 })?;
             }
-            spec.check_trees().map_err(|reason| SpecError::Version {
-                path: path.to_owned(),
-                version: version.clone(),
-                reason,
-            })?;
+            spec.check_trees()
+                .and_then(|()| spec.check_build_jobs())
+                .map_err(|reason| SpecError::Version {
+                    path: path.to_owned(),
+                    version: version.clone(),
+                    reason,
+                })?;
             // One key may name several versions that share a spec: "1.0 1.1".
             for v in version.split([' ', ',']).filter(|v| !v.is_empty()) {
                 entry.insert(

@@ -369,10 +369,9 @@ fn a_spec_at_another_commit_pretends_that_commits_version() {
 fn snapshot_build_is_on_where_it_was_measured() {
     let b = SpecSet::builtin().unwrap();
     let on = |repo: &str, version: &str| b.lookup(repo, version).unwrap().spec.snapshot_build;
-    for v in ["0.20", "0.21", "0.22"] {
+    for v in ["0.20", "0.21", "0.22", "1.3"] {
         assert!(on("scikit-learn/scikit-learn", v), "{v}");
     }
-    assert!(!on("scikit-learn/scikit-learn", "1.3"));
     for (repo, v) in [
         ("astropy/astropy", "5.1"),
         ("matplotlib/matplotlib", "3.7"),
@@ -381,4 +380,27 @@ fn snapshot_build_is_on_where_it_was_measured() {
     ] {
         assert!(!on(repo, v), "{repo} {v}");
     }
+}
+
+#[test]
+fn build_jobs_are_variable_names_and_leave_other_specs_as_they_were() {
+    let text = |jobs: &str| {
+        format!("repo: o/r\nversions:\n  \"1.0\":\n    test_cmd: t\n    log_parser: pytest\n{jobs}")
+    };
+    let s = set(&text("    build_jobs: [NPY_NUM_BUILD_JOBS]\n")).unwrap();
+    assert_eq!(
+        s.lookup("o/r", "1.0").unwrap().spec.build_jobs,
+        ["NPY_NUM_BUILD_JOBS"]
+    );
+    let e = set(&text("    build_jobs: [\"A; rm -rf /\"]\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("t.yaml") && e.contains("1.0") && e.contains("build_jobs"),
+        "{e}"
+    );
+    // Unset, the field is not serialised: no other spec's images change.
+    let plain = set(&text("")).unwrap();
+    let json = serde_json::to_string(&plain.lookup("o/r", "1.0").unwrap().spec).unwrap();
+    assert!(!json.contains("build_jobs"), "{json}");
 }
