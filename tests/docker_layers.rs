@@ -294,7 +294,7 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
 
 /// A spec whose snapshot runs the install through the compiler cache
 /// (`snapshot_build`): a package with two C extensions and a Cython module.
-const BUILD_SPEC: &str = "repo: acme/cext\nversions:\n  \"*\":\n    python: \"3.11\"\n    snapshot_build: true\n    pip_packages: [setuptools, cython]\n    install: python -m pip install -v --no-build-isolation -e .\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+const BUILD_SPEC: &str = "repo: acme/cext\nversions:\n  \"*\":\n    python: \"3.11\"\n    snapshot_build: true\n    pip_packages: [setuptools, cython]\n    install: python -m pip install -v --no-build-isolation -e .\n    eval_install: python -m pip install -v --no-build-isolation --no-deps --no-index -e .\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
 
 /// Two C extensions and one Cython module.
 const SETUP_PY: &str = "from setuptools import setup, Extension\nfrom Cython.Build import cythonize\nsetup(name='calc', version='1.0', packages=['calc'], ext_modules=[Extension('calc._speed', ['calc/_speed.c']), Extension('calc._other', ['calc/_other.c'])] + cythonize([Extension('calc._fast', ['calc/_fast.pyx'])]))\n";
@@ -462,6 +462,58 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
     assert!(!log2.contains(found), "{log2}");
     assert!(log2.contains("Cythonizing calc/_fast.pyx"), "{log2}");
     assert!(log1.contains("git clean -fdxq"), "{log1}");
+    // An eval's rebuild (`eval_install`) compiles through the snapshot's
+    // cache too: a candidate that puts a comment at the end of a line of
+    // `_other.c` rebuilds that extension, whose preprocessed unit is the
+    // snapshot's, a hit. The gold evals compiled nothing.
+    let candidate = {
+        std::fs::write(
+            repo.join("calc/__init__.py"),
+            "def add(a, b):\n    return a + b\n",
+        )
+        .unwrap();
+        std::fs::write(
+            repo.join("calc/_other.c"),
+            c_module("other", 7).replacen("<Python.h>", "<Python.h> /* reviewed */", 1),
+        )
+        .unwrap();
+        let d = run(&repo, "git", &["diff"], &[]);
+        run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
+        d
+    };
+    sb.write(
+        "cand.jsonl",
+        &jsonl(&[prediction("acme__cext-1", "cand", Some(&candidate))]),
+    );
+    let mut args = docker_args("run", "cand.jsonl", "cext-cand");
+    args.extend([
+        "--max-workers",
+        "1",
+        "--cache-level",
+        "instance",
+        "--instance-ids",
+        "acme__cext-1",
+    ]);
+    let out = sb.run(&args);
+    assert_eq!(out.status.code(), Some(exit::OK));
+    let eval_log = |run_id: &str, model: &str| {
+        let p = sb
+            .path()
+            .join("logs/run_evaluation")
+            .join(run_id)
+            .join(model)
+            .join("acme__cext-1/test_output.txt");
+        std::fs::read_to_string(&p).unwrap()
+    };
+    let rebuilt = eval_log("cext-cand", "cand");
+    assert_eq!(
+        sb.outcome("cext-cand", "cand", "acme__cext-1"),
+        "resolved",
+        "{rebuilt}"
+    );
+    assert!(rebuilt.contains("building 'calc._other'"), "{rebuilt}");
+    assert_eq!(cache_hits(&rebuilt), 1, "{rebuilt}");
+    assert!(!eval_log("cext", "gold").contains("building 'calc."));
 
     let snaps: Vec<String> = images("patchgrade.snap.")
         .into_iter()

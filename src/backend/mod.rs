@@ -199,6 +199,23 @@ impl Backend {
         }
     }
 
+    /// The eval's install step ([`crate::script::install_step`]); in a
+    /// container backend, a `snapshot_build` spec's rebuild goes through
+    /// the caches its images hold.
+    pub fn install_step(
+        &self,
+        spec: &crate::spec::Spec,
+        candidate: &[crate::patch::FileChange],
+    ) -> Option<String> {
+        let step = crate::script::install_step(spec, candidate)?;
+        Some(match self {
+            Backend::Docker(_) | Backend::Swarm(_) if spec.snapshot_build => {
+                docker::images::setup::eval_install_through_caches(&step)
+            }
+            _ => step,
+        })
+    }
+
     /// The path at which the tree is seen by the eval script.
     pub fn testbed(&self, ws: &Workspace) -> String {
         match self {

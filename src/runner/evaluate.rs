@@ -485,7 +485,7 @@ impl<'a> EvalSteps<'a> {
             testbed: &self.runner.backend.testbed(ws),
             activate,
             spec: &rs.spec,
-            install: crate::script::install_step(&rs.spec, changed),
+            install: self.runner.backend.install_step(&rs.spec, changed),
             test_patch: &inst.test_patch,
             test_changes,
             directives: self.job.directives.clone().or_else(|| {

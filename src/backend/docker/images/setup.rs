@@ -162,6 +162,25 @@ enum CacheUse {
     /// An instance over the snapshot: hits used, nothing stored (its layer
     /// gets no cache files).
     Read,
+    /// An eval's rebuild (`eval_install`) in a container of the instance
+    /// image: hits used, and the caches read in place (the container is
+    /// discarded, so what Cython stores goes nowhere).
+    Eval,
+}
+
+/// An eval's install step for a `snapshot_build` spec: the rebuild that
+/// `eval_install` runs when a candidate changes compiled sources goes
+/// through the snapshot's compiler and Cython caches, which the instance
+/// image holds below its own layer. In a subshell, so that neither cache's
+/// variables nor `PATH` reach the tests; the statistics go to the log.
+pub fn eval_install_through_caches(install: &str) -> String {
+    let install = install.strip_suffix('\n').unwrap_or(install);
+    format!(
+        "(\n{}{}{install}\nccache --show-stats || true\n{})\n",
+        compiler_cache_lines(CacheUse::Eval),
+        cython_cache_lines(CacheUse::Eval),
+        cython_cache_end(CacheUse::Eval)
+    )
 }
 
 fn setup_repo_with(spec: &Spec, make_repo: &str, cache: Option<CacheUse>) -> String {
@@ -239,6 +258,7 @@ fn cython_cache_lines(cache: CacheUse) -> String {
             "rm -rf {CYTHON_CACHE_COPY}\nif [ -d {CYTHON_CACHE} ]; then cp -a {CYTHON_CACHE} {CYTHON_CACHE_COPY}; else mkdir -p {CYTHON_CACHE_COPY}; fi\n\
              export {CYTHON_CACHE_VAR}={CYTHON_CACHE_COPY}\n"
         )),
+        CacheUse::Eval => s.push_str(&format!("export {CYTHON_CACHE_VAR}={CYTHON_CACHE}\n")),
     }
     s
 }
@@ -260,15 +280,16 @@ fn cython_cache_end(cache: CacheUse) -> String {
 
 /// The compiler found first on PATH is ccache's wrapper (Debian's
 /// `/usr/lib/ccache`: gcc, g++, cc, c++ and the triplet names), with the
-/// cache in [`COMPILER_CACHE`]. Only the setup sees it: the image's own
-/// environment, and so every evaluation's rebuild, is unchanged.
+/// cache in [`COMPILER_CACHE`]. Only the setups and an eval's rebuild see
+/// it ([`eval_install_through_caches`]): the image's own environment, and so
+/// every test, is unchanged.
 fn compiler_cache_lines(cache: CacheUse) -> String {
     let mut s = format!(
         "export CCACHE_DIR={COMPILER_CACHE} PATH=/usr/lib/ccache:$PATH CCACHE_MAXSIZE={COMPILER_CACHE_MAX}\n"
     );
     match cache {
         CacheUse::Fill => s.push_str("mkdir -p \"$CCACHE_DIR\"\n"),
-        CacheUse::Read => s.push_str("export CCACHE_READONLY=1\n"),
+        CacheUse::Read | CacheUse::Eval => s.push_str("export CCACHE_READONLY=1\n"),
     }
     // The statistics the log shows are this setup's own.
     s.push_str("ccache --zero-stats || true\n");
@@ -424,5 +445,32 @@ mod tests {
         }
         assert!(plain.contains("git status --porcelain --ignored)"));
         assert!(!setup_repo_script(&spec(BUILT)).contains("ccache"));
+    }
+
+    #[test]
+    fn an_eval_rebuild_sees_the_caches_and_the_tests_do_not() {
+        // The wrapped step run in bash, with `python` answering the
+        // site-packages question with a folder of the test's.
+        let site = tempfile::tempdir().unwrap();
+        let install = "echo \"inside $CCACHE_READONLY $PATCHGRADE_CYTHON_CACHE ${PATH%%:*}\"; ls \"$patchgrade_site\"\n";
+        let body = format!(
+            "python() {{ echo {}; }}\n{}echo \"after ${{CCACHE_READONLY:-unset}} ${{PATCHGRADE_CYTHON_CACHE:-unset}} ${{PATH%%:*}}\"; ls {}\n",
+            site.path().display(),
+            eval_install_through_caches(install),
+            site.path().display()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &body])
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("inside 1 /opt/patchgrade/cycache /usr/lib/ccache\npatchgrade_cython_cache.pth\npatchgrade_cython_cache.py\n"),
+            "{stdout}"
+        );
+        // After the step: no cache variable, no ccache on PATH, no hook.
+        assert!(stdout.ends_with("after unset unset /usr/bin\n"), "{stdout}");
+        assert_eq!(std::fs::read_dir(site.path()).unwrap().count(), 0);
     }
 }
