@@ -236,24 +236,29 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
     if !docker_ready("docker_env_images_with_the_same_apt_packages_share_that_layer") {
         return;
     }
-    // Two versions whose envs differ (the second's pip step), same apt list.
-    let spec = "repo: acme/widgets\nversions:\n  \"1.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"2.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    pip_packages: [pip]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+    // Two versions whose envs differ (the second's pip step), same apt list;
+    // a third with that list as `apt_base_packages` and one more package.
+    let spec = "repo: acme/widgets\nversions:\n  \"1.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"2.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    pip_packages: [pip]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"3.0\":\n    python: \"3.11\"\n    apt_base_packages: [less]\n    apt_packages: [file]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
     let w = Widgets::new(spec, &[]);
     let sb = &w.sb;
-    let rows: Vec<Value> = [("acme__apt-1", "1.0"), ("acme__apt-2", "2.0")]
-        .iter()
-        .map(|(id, version)| {
-            let mut r = w.row(id);
-            r["version"] = (*version).into();
-            r
-        })
-        .collect();
+    let rows: Vec<Value> = [
+        ("acme__apt-1", "1.0"),
+        ("acme__apt-2", "2.0"),
+        ("acme__apt-3", "3.0"),
+    ]
+    .iter()
+    .map(|(id, version)| {
+        let mut r = w.row(id);
+        r["version"] = (*version).into();
+        r
+    })
+    .collect();
     sb.write("dataset.jsonl", &jsonl(&rows));
     let mut args = docker_args("run", "gold", "apt");
     args.extend(["--max-workers", "1", "--cache-level", "instance"]);
     let out = sb.run(&args);
     assert_eq!(out.status.code(), Some(exit::OK));
-    for id in ["acme__apt-1", "acme__apt-2"] {
+    for id in ["acme__apt-1", "acme__apt-2", "acme__apt-3"] {
         assert_eq!(sb.outcome("apt", "gold", id), "resolved", "{id}");
     }
     let inst = |id: &str| {
@@ -287,7 +292,27 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
         apt_at(&a)
     );
     assert_ne!(la[shared..], lb[shared..], "the env images differ after it");
-    for img in [a, b] {
+    // The third shares the same layer, then installs its own package in
+    // the next step.
+    let c = inst("acme__apt-3");
+    let lc = layers(&c);
+    let with_c = la.iter().zip(&lc).take_while(|(x, y)| x == y).count();
+    assert_eq!(apt_at(&c), apt_at(&a));
+    assert!(with_c > apt_at(&a), "{with_c} layers in common with 1.0");
+    let steps: Vec<String> = history(&c)
+        .into_iter()
+        .filter(|h| !h.contains("#(nop)"))
+        .collect();
+    assert!(
+        steps[apt_at(&c) + 1].contains("apt-get install")
+            && steps[apt_at(&c) + 1].contains("'file'"),
+        "{steps:#?}"
+    );
+    assert_eq!(
+        in_image(&c, "command -v less >/dev/null && command -v file"),
+        "/usr/bin/file"
+    );
+    for img in [a, b, c] {
         docker_out(&["rmi", &img]);
     }
 }

@@ -98,10 +98,16 @@ impl LocalBackend {
         log_dir: &Path,
     ) -> Result<LocalEnv, EnvError> {
         let spec = &rs.spec;
-        if !spec.apt_packages.is_empty() {
+        if !spec.apt_packages.is_empty() || !spec.apt_base_packages.is_empty() {
+            let all: Vec<&str> = spec
+                .apt_base_packages
+                .iter()
+                .chain(&spec.apt_packages)
+                .map(String::as_str)
+                .collect();
             return Err(EnvError::Unsupported(format!(
                 "the local backend cannot install apt packages ({}); use --backend docker",
-                spec.apt_packages.join(" ")
+                all.join(" ")
             )));
         }
         let python = match &spec.python {

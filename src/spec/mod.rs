@@ -181,6 +181,13 @@ pub struct Spec {
     pub toolchains: BTreeMap<crate::toolchain::Language, String>,
     #[serde(default)]
     pub apt_packages: Vec<String>,
+    /// Debian packages installed in an image layer of their own before
+    /// `apt_packages`, so that env images on the same parent that name the
+    /// same list share it even where their other packages differ
+    /// (matplotlib's TeX Live: 1.5 GB, which 3.1-3.3 and 3.4 install with
+    /// different extras). The env holds both lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apt_base_packages: Vec<String>,
     #[serde(default)]
     pub pip_packages: Vec<String>,
     /// Requirements file path in the repo at `environment_setup_commit`.

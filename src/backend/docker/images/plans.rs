@@ -365,10 +365,15 @@ pub fn setup_env_script(
     s
 }
 
-/// The Debian packages of an env image: the spec's, then those the conda
-/// translations add that it does not name.
+/// The Debian packages of an env image beyond `apt_base_packages`: the
+/// spec's, then those the conda translations add that it does not name.
 fn apt_packages(spec: &Spec, inputs: &EnvInputs) -> Vec<String> {
-    let mut apt: Vec<String> = spec.apt_packages.clone();
+    let mut apt: Vec<String> = Vec::new();
+    for p in &spec.apt_packages {
+        if !spec.apt_base_packages.contains(p) && !apt.contains(p) {
+            apt.push(p.clone());
+        }
+    }
     let cache = spec
         .snapshot_build
         .then(|| COMPILER_CACHE_PACKAGE.to_string());
@@ -384,17 +389,30 @@ fn apt_packages(spec: &Spec, inputs: &EnvInputs) -> Vec<String> {
         )
         .chain(&cache)
     {
-        if !apt.contains(p) {
+        if !apt.contains(p) && !spec.apt_base_packages.contains(p) {
             apt.push(p.clone());
         }
     }
     apt
 }
 
-/// The env image's apt step, a Dockerfile line of its own: env images on
-/// the same parent that install the same packages then share that layer
-/// through the engine's build cache (matplotlib's TeX Live is 1.5 GB, and
-/// three of its Verified versions install the same list).
+/// The env image's apt steps: `apt_base_packages` in a Dockerfile line of
+/// its own, then the others in another. Env images on the same parent that
+/// install the same list share that layer through the engine's build cache
+/// (matplotlib's TeX Live is 1.5 GB, and three of its Verified versions
+/// install the same list).
+fn apt_steps(spec: &Spec, inputs: &EnvInputs) -> String {
+    if spec.apt_base_packages.is_empty() {
+        return apt_step(&apt_packages(spec, inputs));
+    }
+    format!(
+        "{}\n{}",
+        apt_step(&spec.apt_base_packages),
+        apt_step(&apt_packages(spec, inputs))
+    )
+}
+
+/// One apt step: the packages installed, the lists removed.
 fn apt_step(apt: &[String]) -> String {
     if apt.is_empty() {
         return "# no apt packages".into();
@@ -431,7 +449,7 @@ pub fn env_plan_on(
 ) -> ImagePlan {
     let mut dockerfile = ENV_DOCKERFILE
         .replace("{{base}}", parent)
-        .replace("{{apt}}", &apt_step(&apt_packages(spec, inputs)));
+        .replace("{{apt}}", &apt_steps(spec, inputs));
     if let Some(p) = python {
         dockerfile.push_str(&label_lines(&p.request_labels()));
         dockerfile.push('\n');

@@ -545,3 +545,34 @@ fn a_snapshot_build_snapshot_runs_the_setup_before_packing() {
     assert!(apt(&built).contains("'ccache'"), "{}", apt(&built));
     assert_eq!(apt(&plain), "# no apt packages");
 }
+
+#[test]
+fn apt_base_packages_are_a_layer_of_their_own_before_the_others() {
+    let env = |yaml: &str| {
+        env_plan(
+            Suite::Bookworm,
+            None,
+            "base:1",
+            &spec(yaml),
+            &EnvInputs::default(),
+        )
+        .dockerfile
+    };
+    let a = env("apt_base_packages: [texlive, ghostscript]\napt_packages: [texlive, autoconf]\ntest_cmd: t\nlog_parser: pytest\n");
+    let b = env("apt_base_packages: [texlive, ghostscript]\napt_packages: [dvipng]\ntest_cmd: t\nlog_parser: pytest\n");
+    let base = "RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends 'texlive' 'ghostscript' && rm -rf /var/lib/apt/lists/*\n";
+    // The same first step in both (so one layer), each one's own after it;
+    // a package of both lists is installed once, in the shared step.
+    for (d, own) in [(&a, "'autoconf' &&"), (&b, "'dvipng' &&")] {
+        let at = d.find(base).unwrap_or_else(|| panic!("{d}"));
+        let rest = &d[at + base.len()..];
+        assert!(
+            rest.starts_with("RUN apt-get update") && rest.contains(own),
+            "{d}"
+        );
+        assert_eq!(d.matches("'texlive'").count(), 1, "{d}");
+    }
+    // Without a base list, one step as before.
+    let plain = env("apt_packages: [less]\ntest_cmd: t\nlog_parser: pytest\n");
+    assert_eq!(plain.matches("apt-get install").count(), 1, "{plain}");
+}
