@@ -368,12 +368,12 @@ pub fn setup_env_script(
 /// The Debian packages of an env image beyond `apt_base_packages`: the
 /// spec's, then those the conda translations add that it does not name.
 fn apt_packages(spec: &Spec, inputs: &EnvInputs) -> Vec<String> {
-    let mut apt: Vec<String> = Vec::new();
-    for p in &spec.apt_packages {
-        if !spec.apt_base_packages.contains(p) && !apt.contains(p) {
-            apt.push(p.clone());
-        }
-    }
+    let mut apt: Vec<String> = spec
+        .apt_packages
+        .iter()
+        .filter(|p| !spec.apt_base_packages.contains(p))
+        .cloned()
+        .collect();
     let cache = spec
         .snapshot_build
         .then(|| COMPILER_CACHE_PACKAGE.to_string());

@@ -235,6 +235,9 @@ fn setup_steps(spec: &Spec, activate: &str, cache: Option<CacheUse>) -> String {
         // Hits and misses, for the build log.
         s.push_str("ccache --show-stats || true\n");
         s.push_str(&cython_cache_end(cache));
+        if cache == CacheUse::Read {
+            s.push_str(&format!("rm -rf {TESTBED}/{BUILD_OBJECTS}\n"));
+        }
     }
     s
 }
@@ -263,9 +266,9 @@ fn cython_cache_lines(cache: CacheUse) -> String {
     s
 }
 
-/// The hook removed (no test ever loads it); an instance's copy of the
-/// cache and its object files ([`BUILD_OBJECTS`]) removed. Its hits are in
-/// the build log where the install is verbose (`Found compiled … in cache`).
+/// The hook removed (no test ever loads it), and an instance's copy of the
+/// cache. Its hits are in the build log where the install is verbose
+/// (`Found compiled … in cache`).
 fn cython_cache_end(cache: CacheUse) -> String {
     let mut s = format!(
         "rm -f \"$patchgrade_site/{CYTHON_CACHE_MODULE}.py\" \"$patchgrade_site/{CYTHON_CACHE_MODULE}.pth\" \"$patchgrade_site\"/__pycache__/{CYTHON_CACHE_MODULE}.*\n\
@@ -273,7 +276,6 @@ fn cython_cache_end(cache: CacheUse) -> String {
     );
     if cache == CacheUse::Read {
         s.push_str(&format!("rm -rf {CYTHON_CACHE_COPY}\n"));
-        s.push_str(&format!("rm -rf {TESTBED}/{BUILD_OBJECTS}\n"));
     }
     s
 }
