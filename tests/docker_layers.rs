@@ -237,28 +237,39 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
         return;
     }
     // Two versions whose envs differ (the second's pip step), same apt list;
-    // a third with that list as `apt_base_packages` and one more package.
-    let spec = "repo: acme/widgets\nversions:\n  \"1.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"2.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    pip_packages: [pip]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"3.0\":\n    python: \"3.11\"\n    apt_base_packages: [less]\n    apt_packages: [file]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+    // a third with that list as `apt_base_packages` and one more package,
+    // and a fourth like the third on another Python where the host has one.
+    let other_python =
+        patchgrade::python::resolve("3.8", &patchgrade::python::HostSearch::from_env(vec![]))
+            .is_ok();
+    if !other_python {
+        eprintln!("SKIPPED the part on another Python: no CPython 3.8 build here");
+    }
+    let spec = "repo: acme/widgets\nversions:\n  \"1.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"2.0\":\n    python: \"3.11\"\n    apt_packages: [less]\n    pip_packages: [pip]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"3.0\":\n    python: \"3.11\"\n    apt_base_packages: [less]\n    apt_packages: [file]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"4.0\":\n    python: \"3.8\"\n    apt_base_packages: [less]\n    apt_packages: [file]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
     let w = Widgets::new(spec, &[]);
     let sb = &w.sb;
-    let rows: Vec<Value> = [
+    let mut versions = vec![
         ("acme__apt-1", "1.0"),
         ("acme__apt-2", "2.0"),
         ("acme__apt-3", "3.0"),
-    ]
-    .iter()
-    .map(|(id, version)| {
-        let mut r = w.row(id);
-        r["version"] = (*version).into();
-        r
-    })
-    .collect();
+    ];
+    if other_python {
+        versions.push(("acme__apt-4", "4.0"));
+    }
+    let rows: Vec<Value> = versions
+        .iter()
+        .map(|(id, version)| {
+            let mut r = w.row(id);
+            r["version"] = (*version).into();
+            r
+        })
+        .collect();
     sb.write("dataset.jsonl", &jsonl(&rows));
     let mut args = docker_args("run", "gold", "apt");
     args.extend(["--max-workers", "1", "--cache-level", "instance"]);
     let out = sb.run(&args);
     assert_eq!(out.status.code(), Some(exit::OK));
-    for id in ["acme__apt-1", "acme__apt-2", "acme__apt-3"] {
+    for (id, _) in &versions {
         assert_eq!(sb.outcome("apt", "gold", id), "resolved", "{id}");
     }
     let inst = |id: &str| {
@@ -268,23 +279,25 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
     };
     let (a, b) = (inst("acme__apt-1"), inst("acme__apt-2"));
     let (la, lb) = (layers(&a), layers(&b));
-    let shared = la.iter().zip(&lb).take_while(|(x, y)| x == y).count();
-    // The history, newest first: find the apt step's layer in each.
-    let history = |img: &str| -> Vec<String> {
+    let common = |x: &[String], y: &[String]| x.iter().zip(y).take_while(|(p, q)| p == q).count();
+    let shared = common(&la, &lb);
+    // The history, oldest first, of the steps that made a layer (RUN,
+    // COPY, ADD), so that a step's position is its layer's index.
+    let steps = |img: &str| -> Vec<String> {
         docker_out(&["history", "--no-trunc", "--format", "{{.CreatedBy}}", img])
             .lines()
             .rev()
+            .filter(|c| !c.contains("#(nop)"))
             .map(str::to_string)
             .collect()
     };
-    let apt_at = |img: &str| {
-        history(img)
+    let step_at = |img: &str, what: &str, package: &str| {
+        steps(img)
             .iter()
-            .filter(|c| !c.contains("#(nop)"))
-            .position(|c| c.contains("apt-get install") && c.contains("'less'"))
-            .unwrap_or_else(|| panic!("no apt step in {img}"))
+            .position(|c| c.contains(what) && c.contains(package))
+            .unwrap_or_else(|| panic!("no {what} {package} step in {img}: {:#?}", steps(img)))
     };
-    // Layers count only the steps that made one (RUN, COPY), as above.
+    let apt_at = |img: &str| step_at(img, "apt-get install", "'less'");
     assert_eq!(apt_at(&a), apt_at(&b));
     assert!(
         shared > apt_at(&a),
@@ -292,27 +305,36 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
         apt_at(&a)
     );
     assert_ne!(la[shared..], lb[shared..], "the env images differ after it");
-    // The third shares the same layer, then installs its own package in
-    // the next step.
+    // The third's base list is below its interpreter (an image of its own
+    // on the base), its own package in the env above.
     let c = inst("acme__apt-3");
-    let lc = layers(&c);
-    let with_c = la.iter().zip(&lc).take_while(|(x, y)| x == y).count();
-    assert_eq!(apt_at(&c), apt_at(&a));
-    assert!(with_c > apt_at(&a), "{with_c} layers in common with 1.0");
-    let steps: Vec<String> = history(&c)
-        .into_iter()
-        .filter(|h| !h.contains("#(nop)"))
-        .collect();
-    assert!(
-        steps[apt_at(&c) + 1].contains("apt-get install")
-            && steps[apt_at(&c) + 1].contains("'file'"),
-        "{steps:#?}"
-    );
+    let python_at = |img: &str| step_at(img, "setup_python.sh", "");
+    assert!(apt_at(&c) < python_at(&c), "{:#?}", steps(&c));
+    assert!(python_at(&c) < step_at(&c, "apt-get install", "'file'"));
     assert_eq!(
         in_image(&c, "command -v less >/dev/null && command -v file"),
         "/usr/bin/file"
     );
-    for img in [a, b, c] {
+    let mut made = vec![a, b, c.clone()];
+    // On another Python the same list is the same layer: the envs share
+    // everything up to it, then part at their interpreters.
+    if other_python {
+        let d = inst("acme__apt-4");
+        assert_eq!(apt_at(&d), apt_at(&c));
+        let with_d = common(&layers(&c), &layers(&d));
+        assert!(
+            with_d > apt_at(&c) && with_d <= python_at(&c),
+            "{with_d} layers in common; apt at {}, python at {}",
+            apt_at(&c),
+            python_at(&c)
+        );
+        assert_eq!(
+            in_image(&d, "command -v less >/dev/null && command -v file"),
+            "/usr/bin/file"
+        );
+        made.push(d);
+    }
+    for img in made {
         docker_out(&["rmi", &img]);
     }
 }

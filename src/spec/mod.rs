@@ -181,11 +181,11 @@ pub struct Spec {
     pub toolchains: BTreeMap<crate::toolchain::Language, String>,
     #[serde(default)]
     pub apt_packages: Vec<String>,
-    /// Debian packages installed in an image layer of their own before
-    /// `apt_packages`, so that env images on the same parent that name the
-    /// same list share it even where their other packages differ
-    /// (matplotlib's TeX Live: 1.5 GB, which 3.1-3.3 and 3.4 install with
-    /// different extras). The env holds both lists.
+    /// Debian packages installed in an image of their own below the
+    /// interpreter (the apt base), so that env images naming the same list
+    /// share it whatever their Python and other packages (matplotlib's TeX
+    /// Live: 1.5 GB, which 3.1-3.4 on Python 3.8 and 3.5-3.9 on 3.11 install
+    /// with different extras). The env holds both lists.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apt_base_packages: Vec<String>,
     #[serde(default)]

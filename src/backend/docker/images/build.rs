@@ -11,7 +11,9 @@ use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuil
 use bollard::{body_full, body_try_stream};
 use futures_util::StreamExt;
 
-use super::plans::{base_plan, env_plan_on, instance_plan, EnvInputs, ImagePlan, Root, TreeSource};
+use super::plans::{
+    apt_base_plan, base_plan, env_plan_on, instance_plan, EnvInputs, ImagePlan, Root, TreeSource,
+};
 use super::python::{python_image_name, python_plan};
 use super::toolchain::{toolchain_image_name, toolchain_plan, ChosenToolchain};
 use super::{bootstrap_image, namespace_image, Suite, Tier, BOOTSTRAP_SCRIPT};
@@ -87,11 +89,20 @@ impl DockerBackend {
         let root = self.root(suite).await?;
         let base = base_plan(suite, &root, self.ca.as_deref());
         self.ensure_built(&base).await?;
+        // The spec's `apt_base_packages` go below the interpreter, so that
+        // envs on other Pythons naming the same list share them.
+        let below = match apt_base_plan(&spec.apt_base_packages, &base.name, suite) {
+            Some(apt) => {
+                self.ensure_built(&apt).await?;
+                apt.name
+            }
+            None => base.name.clone(),
+        };
         // Specs with a Python get their env on the python image (the
         // interpreter and a venv with pinned tools); others on the base.
         let mut parent = match &python {
-            Some(p) => self.ensure_python_image(p.clone(), &base.name).await?,
-            None => base.name.clone(),
+            Some(p) => self.ensure_python_image(p.clone(), &below).await?,
+            None => below,
         };
         // Toolchains come between: shared by every env that asks for them.
         if !chosen.is_empty() {

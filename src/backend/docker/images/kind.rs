@@ -51,9 +51,10 @@ impl Kind {
         let (prefix, rest) = rest.split_once('.')?;
         let kind = match prefix {
             "root" => Kind::Root,
-            // `base.py.<arch>.<suite>` is the base; `base.py3.8.…` the
-            // python image on it (`images::python::python_image_name`).
-            "base" if rest.starts_with("py.") => Kind::Base,
+            // `base.py.<arch>.<suite>` is the base, `base.apt.…` a base
+            // with a spec's `apt_base_packages`; `base.py3.8.…` the python
+            // image on either (`images::python::python_image_name`).
+            "base" if rest.starts_with("py.") || rest.starts_with("apt.") => Kind::Base,
             "base" => Kind::Python,
             "tool" => Kind::Toolchain,
             "env" => Kind::Env,

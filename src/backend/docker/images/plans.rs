@@ -22,6 +22,8 @@ use crate::toolchain::Toolchain;
 const BASE_DOCKERFILE: &str = include_str!("../../../../harness-scripts/docker/base.Dockerfile");
 const SETUP_BASE: &str = include_str!("../../../../harness-scripts/docker/setup_base.sh");
 const ENV_DOCKERFILE: &str = include_str!("../../../../harness-scripts/docker/env.Dockerfile");
+const APT_BASE_DOCKERFILE: &str =
+    include_str!("../../../../harness-scripts/docker/apt-base.Dockerfile");
 const INSTANCE_DOCKERFILE: &str =
     include_str!("../../../../harness-scripts/docker/instance.Dockerfile");
 const SNAPSHOT_DOCKERFILE: &str =
@@ -268,6 +270,28 @@ pub fn base_plan(suite: Suite, root: &Root, ca: Option<&[u8]>) -> ImagePlan {
     )
 }
 
+/// The apt base image of `packages` (a spec's `apt_base_packages`) on
+/// `base`, the base image of `suite`: one apt layer below the python image,
+/// shared by every env on that suite that names the same list, whatever its
+/// Python. None without a list.
+pub fn apt_base_plan(packages: &[String], base: &str, suite: Suite) -> Option<ImagePlan> {
+    if packages.is_empty() {
+        return None;
+    }
+    let dockerfile = APT_BASE_DOCKERFILE
+        .replace("{{base}}", base)
+        .replace("{{apt}}", &apt_step(packages));
+    let key = dockerfile.clone();
+    Some(ImagePlan::addressed(
+        Tier::Base,
+        format!("patchgrade.base.apt.{}.{}", arch(), suite.name()),
+        &[key.as_bytes()],
+        dockerfile,
+        Vec::new(),
+        Vec::new(),
+    ))
+}
+
 /// What an env image installs besides the spec's own lists, read from the
 /// mirrors for one instance: the filtered requirements file, the translated
 /// conda environment file and the spec's source trees.
@@ -396,22 +420,6 @@ fn apt_packages(spec: &Spec, inputs: &EnvInputs) -> Vec<String> {
     apt
 }
 
-/// The env image's apt steps: `apt_base_packages` in a Dockerfile line of
-/// its own, then the others in another. Env images on the same parent that
-/// install the same list share that layer through the engine's build cache
-/// (matplotlib's TeX Live is 1.5 GB, and three of its Verified versions
-/// install the same list).
-fn apt_steps(spec: &Spec, inputs: &EnvInputs) -> String {
-    if spec.apt_base_packages.is_empty() {
-        return apt_step(&apt_packages(spec, inputs));
-    }
-    format!(
-        "{}\n{}",
-        apt_step(&spec.apt_base_packages),
-        apt_step(&apt_packages(spec, inputs))
-    )
-}
-
 /// One apt step: the packages installed, the lists removed.
 fn apt_step(apt: &[String]) -> String {
     if apt.is_empty() {
@@ -449,7 +457,7 @@ pub fn env_plan_on(
 ) -> ImagePlan {
     let mut dockerfile = ENV_DOCKERFILE
         .replace("{{base}}", parent)
-        .replace("{{apt}}", &apt_steps(spec, inputs));
+        .replace("{{apt}}", &apt_step(&apt_packages(spec, inputs)));
     if let Some(p) = python {
         dockerfile.push_str(&label_lines(&p.request_labels()));
         dockerfile.push('\n');

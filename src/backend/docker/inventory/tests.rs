@@ -17,6 +17,7 @@ fn kinds_by_name_agree_with_tiers() {
     for (name, kind) in [
         ("patchgrade.root.bookworm:f86f".to_string(), Kind::Root),
         (format!("patchgrade.base.py.{a}.bookworm:41e8"), Kind::Base),
+        (format!("patchgrade.base.apt.{a}.bookworm:5c"), Kind::Base),
         (
             format!("patchgrade.base.py3.8.{a}.bookworm:9"),
             Kind::Python,
