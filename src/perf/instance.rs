@@ -36,12 +36,17 @@ pub enum PerfError {
 impl MeasureOptions {
     /// The spec's part of the options: its environment variables, its
     /// `eval_commands` after `activate` (the line that activates the image's
-    /// env), and its `eval_install` as each variant's build step.
+    /// env), and its `eval_install` as each variant's build step (through
+    /// the image's compiler and Cython caches for a `snapshot_build` spec,
+    /// as an eval's rebuild).
     pub fn with_spec(mut self, spec: &Spec, activate: Option<String>) -> Self {
         self.env = spec.env.clone();
         self.setup = activate.into_iter().collect();
         self.setup.extend(spec.eval_commands.iter().cloned());
-        self.build = spec.eval_install();
+        self.build = spec.eval_install().map(|step| match spec.snapshot_build {
+            true => crate::backend::docker::images::setup::eval_install_through_caches(&step),
+            false => step,
+        });
         self
     }
 }
@@ -160,4 +165,27 @@ pub async fn measure_instance(
         sweep: out.sweep,
         analysis,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> Spec {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_snapshot_build_spec_builds_its_variants_through_the_caches() {
+        let yaml = "eval_install: pip install -e .\ntest_cmd: t\nlog_parser: pytest\n";
+        let plain = MeasureOptions::default().with_spec(&spec(yaml), None);
+        assert_eq!(plain.build.as_deref(), Some("pip install -e ."));
+        let built = MeasureOptions::default()
+            .with_spec(&spec(&format!("snapshot_build: true\n{yaml}")), None);
+        let b = built.build.unwrap();
+        assert!(b.contains("CCACHE_READONLY=1"), "{b}");
+        assert!(b.contains("pip install -e ."), "{b}");
+        // A subshell: the caches' variables end with the build.
+        assert!(b.starts_with("(\n") && b.ends_with(")\n"), "{b}");
+    }
 }
