@@ -13,6 +13,7 @@ mod common;
 use patchgrade::exit;
 use std::process::Command;
 
+use common::layers::tagged_ancestors;
 use common::widgets::*;
 use common::*;
 
@@ -30,41 +31,6 @@ fn image_present(name: &str) -> bool {
         .args(["image", "inspect", "--format", "{{.Id}}", name])
         .output()
         .is_ok_and(|o| o.status.success())
-}
-
-/// The layers of an image, bottom first.
-fn layers(name: &str) -> Vec<String> {
-    let out = Command::new("docker")
-        .args([
-            "image",
-            "inspect",
-            "--format",
-            "{{json .RootFS.Layers}}",
-            name,
-        ])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_default()
-}
-
-/// The tagged images named `prefix*` that `name` was built on: their
-/// layers are a prefix of its own. Exact where a name pattern is not: an
-/// engine holding other runs' images of the same tier cannot pass it.
-fn tagged_ancestors(name: &str, prefix: &str) -> Vec<String> {
-    let own = layers(name);
-    let out = Command::new("docker")
-        .args(["images", "--format", "{{.Repository}}:{{.Tag}}"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|n| n.starts_with(prefix))
-        .filter(|n| {
-            let l = layers(n);
-            !l.is_empty() && own.starts_with(&l)
-        })
-        .map(str::to_string)
-        .collect()
 }
 
 /// `n` bytes that do not compress, different per `seed`.
