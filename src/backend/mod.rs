@@ -209,10 +209,10 @@ impl Backend {
     ) -> Option<String> {
         let step = crate::script::install_step(spec, candidate)?;
         Some(match self {
-            Backend::Docker(_) | Backend::Swarm(_) if spec.snapshot_build => {
-                docker::images::setup::eval_install_through_caches(&step)
+            Backend::Docker(_) | Backend::Swarm(_) => {
+                docker::images::setup::container_install_step(spec, step)
             }
-            _ => step,
+            Backend::Local(_) => step,
         })
     }
 

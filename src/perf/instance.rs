@@ -43,10 +43,9 @@ impl MeasureOptions {
         self.env = spec.env.clone();
         self.setup = activate.into_iter().collect();
         self.setup.extend(spec.eval_commands.iter().cloned());
-        self.build = spec.eval_install().map(|step| match spec.snapshot_build {
-            true => crate::backend::docker::images::setup::eval_install_through_caches(&step),
-            false => step,
-        });
+        self.build = spec
+            .eval_install()
+            .map(|step| crate::backend::docker::images::setup::container_install_step(spec, step));
         self
     }
 }

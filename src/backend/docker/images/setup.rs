@@ -168,6 +168,16 @@ enum CacheUse {
     Eval,
 }
 
+/// An eval's install step (`step`, from `eval_install`) as a container of
+/// `spec`'s instance image runs it: through the caches for a
+/// `snapshot_build` spec ([`eval_install_through_caches`]), as is otherwise.
+pub fn container_install_step(spec: &Spec, step: String) -> String {
+    match spec.snapshot_build {
+        true => eval_install_through_caches(&step),
+        false => step,
+    }
+}
+
 /// An eval's install step for a `snapshot_build` spec: the rebuild that
 /// `eval_install` runs when a candidate changes compiled sources goes
 /// through the snapshot's compiler and Cython caches, which the instance
