@@ -333,6 +333,62 @@ fn docker_env_images_with_the_same_apt_packages_share_that_layer() {
     }
 }
 
+#[test]
+fn docker_env_images_with_the_same_pip_base_share_it_and_keep_its_pins() {
+    if !docker_ready("docker_env_images_with_the_same_pip_base_share_it_and_keep_its_pins") {
+        return;
+    }
+    // Two envs on one Python, one pip base list, other pip packages. Both
+    // ask for `six` unpinned: a fresh resolve takes the newest (1.17.0 on),
+    // an env over the base keeps the base's pin.
+    let spec = "repo: acme/widgets\nversions:\n  \"1.0\":\n    python: \"3.11\"\n    pip_base_packages: [six==1.16.0]\n    pip_packages: [six]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n  \"2.0\":\n    python: \"3.11\"\n    pip_base_packages: [six==1.16.0]\n    pip_packages: [six, packaging==23.1]\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
+    let w = Widgets::new(spec, &[]);
+    let sb = &w.sb;
+    let versions = [("acme__pip-1", "1.0"), ("acme__pip-2", "2.0")];
+    let rows: Vec<Value> = versions
+        .iter()
+        .map(|(id, version)| {
+            let mut r = w.row(id);
+            r["version"] = (*version).into();
+            r
+        })
+        .collect();
+    sb.write("dataset.jsonl", &jsonl(&rows));
+    let mut args = docker_args("run", "gold", "pipbase");
+    args.extend(["--max-workers", "1", "--cache-level", "instance"]);
+    let out = sb.run(&args);
+    assert_eq!(out.status.code(), Some(exit::OK));
+    let mut made = Vec::new();
+    for (id, _) in &versions {
+        assert_eq!(sb.outcome("pipbase", "gold", id), "resolved", "{id}");
+        let found = images(&format!("patchgrade.eval.x86_64.{id}:"));
+        assert_eq!(found.len(), 1, "{id}: {found:?}");
+        made.push(found[0].clone());
+    }
+    let (a, b) = (&made[0], &made[1]);
+    let base = tagged_ancestors(a, "patchgrade.base.pip.py3.11.");
+    assert_eq!(base.len(), 1, "{base:?}");
+    assert_eq!(tagged_ancestors(b, "patchgrade.base.pip.py3.11."), base);
+    // Everything up to the pip base in common, nothing above it.
+    let (la, lb) = (layers(a), layers(b));
+    let common = la.iter().zip(&lb).take_while(|(p, q)| p == q).count();
+    assert_eq!(common, layers(&base[0]).len());
+    let version = "/opt/venv/bin/python -c 'import six; print(six.__version__)'";
+    for img in [a, b] {
+        assert_eq!(in_image(img, version), "1.16.0", "{img}");
+    }
+    assert_eq!(
+        in_image(
+            b,
+            "/opt/venv/bin/python -c 'import packaging; print(packaging.__version__)'"
+        ),
+        "23.1"
+    );
+    for img in made {
+        docker_out(&["rmi", &img]);
+    }
+}
+
 /// A spec whose snapshot runs the install through the compiler cache
 /// (`snapshot_build`): a package with two C extensions and a Cython module.
 const BUILD_SPEC: &str = "repo: acme/cext\nversions:\n  \"*\":\n    python: \"3.11\"\n    snapshot_build: true\n    pip_packages: [setuptools, cython]\n    install: python -m pip install -v --no-build-isolation -e .\n    eval_install: python -m pip install -v --no-build-isolation --no-deps --no-index -e .\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";

@@ -208,6 +208,13 @@ impl LocalBackend {
         // installs of pyproject-only projects.
         // (<25.1: see the Docker env; the legacy editable fallback.)
         steps.push(pip(&["pip>=21.3,<25.1"]));
+        if !spec.pip_base_packages.is_empty() {
+            // The pip base first, without dependencies, as the Docker
+            // backend's pip base image holds it.
+            let mut args = vec!["--no-deps"];
+            args.extend(spec.pip_base_packages.iter().map(String::as_str));
+            steps.push(pip(&args));
+        }
         if !packages.requirements.is_empty() {
             // conda's packages first, in a step of their own.
             let first: Vec<&str> = packages.requirements.iter().map(String::as_str).collect();

@@ -409,3 +409,43 @@ fn build_jobs_are_variable_names_and_leave_other_specs_as_they_were() {
     let json = serde_json::to_string(&plain.lookup("o/r", "1.0").unwrap().spec).unwrap();
     assert!(!json.contains("build_jobs"), "{json}");
 }
+
+#[test]
+fn pip_base_packages_are_exact_pins_each_named_once() {
+    let text = |extra: &str| {
+        format!(
+            "repo: o/r\nversions:\n  \"1.0\":\n    python: \"3.11\"\n    test_cmd: t\n    log_parser: pytest\n{extra}"
+        )
+    };
+    let s = set(&text(
+        "    pip_base_packages: [numpy==1.23.0, Py_YAML==6.0.1]\n",
+    ))
+    .unwrap();
+    let spec = &s.lookup("o/r", "1.0").unwrap().spec;
+    assert_eq!(spec.pip_base_packages, ["numpy==1.23.0", "Py_YAML==6.0.1"]);
+    assert!(spec.needs_env());
+    for (bad, why) in [
+        ("[numpy>=1.23]", "not an exact pin"),
+        ("[\"numpy==1.23; rm -rf /\"]", "not an exact pin"),
+        ("[numpy==]", "not an exact pin"),
+        ("[py-yaml==6.0, Py.YAML==6.0.1]", "pinned twice"),
+    ] {
+        let e = set(&text(&format!("    pip_base_packages: {bad}\n")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("t.yaml") && e.contains("1.0") && e.contains(why),
+            "{bad}: {e}"
+        );
+    }
+    let no_python = set(
+        "repo: o/r\nversions:\n  \"1.0\":\n    test_cmd: t\n    log_parser: pytest\n    pip_base_packages: [a==1]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(no_python.contains("has no python"), "{no_python}");
+    // Unset, the field is not serialised: no other spec's images change.
+    let plain = set(&text("")).unwrap();
+    let json = serde_json::to_string(&plain.lookup("o/r", "1.0").unwrap().spec).unwrap();
+    assert!(!json.contains("pip_base"), "{json}");
+}

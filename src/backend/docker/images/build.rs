@@ -11,9 +11,7 @@ use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuil
 use bollard::{body_full, body_try_stream};
 use futures_util::StreamExt;
 
-use super::plans::{
-    apt_base_plan, base_plan, env_plan_on, instance_plan, EnvInputs, ImagePlan, Root, TreeSource,
-};
+use super::plans::{base_plan, env_plan_on, instance_plan, EnvInputs, ImagePlan, Root, TreeSource};
 use super::python::{python_image_name, python_plan};
 use super::toolchain::{toolchain_image_name, toolchain_plan, ChosenToolchain};
 use super::{bootstrap_image, namespace_image, Suite, Tier, BOOTSTRAP_SCRIPT};
@@ -90,18 +88,16 @@ impl DockerBackend {
         let base = base_plan(suite, &root, self.ca.as_deref());
         self.ensure_built(&base).await?;
         // The spec's `apt_base_packages` go below the interpreter, so that
-        // envs on other Pythons naming the same list share them.
-        let below = match apt_base_plan(&spec.apt_base_packages, &base.name, suite) {
-            Some(apt) => {
-                self.ensure_built(&apt).await?;
-                apt.name
-            }
-            None => base.name.clone(),
-        };
-        // Specs with a Python get their env on the python image (the
-        // interpreter and a venv with pinned tools); others on the base.
+        // envs on other Pythons naming the same list share them; its
+        // `pip_base_packages` on it. Specs with a Python get their env on
+        // the python image (the interpreter and a venv with pinned tools);
+        // others on the base.
+        let below = self.below_python(spec, &base.name, suite).await?;
         let mut parent = match &python {
-            Some(p) => self.ensure_python_image(p.clone(), &below).await?,
+            Some(p) => {
+                let image = self.ensure_python_image(p.clone(), &below).await?;
+                self.above_python(spec, image, &p.interp, suite).await?
+            }
             None => below,
         };
         // Toolchains come between: shared by every env that asks for them.

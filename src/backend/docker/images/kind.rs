@@ -52,9 +52,10 @@ impl Kind {
         let kind = match prefix {
             "root" => Kind::Root,
             // `base.py.<arch>.<suite>` is the base, `base.apt.…` a base
-            // with a spec's `apt_base_packages`; `base.py3.8.…` the python
-            // image on either (`images::python::python_image_name`).
-            "base" if rest.starts_with("py.") || rest.starts_with("apt.") => Kind::Base,
+            // with a spec's `apt_base_packages`, `base.pip.…` a python image
+            // with its `pip_base_packages`; `base.py3.8.…` the python image
+            // (`images::python::python_image_name`).
+            "base" if ["py.", "apt.", "pip."].iter().any(|p| rest.starts_with(p)) => Kind::Base,
             "base" => Kind::Python,
             "tool" => Kind::Toolchain,
             "env" => Kind::Env,

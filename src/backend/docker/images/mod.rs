@@ -30,6 +30,7 @@
 //! each image (pure code: nothing there talks to the engine); [`build`]
 //! finds, pulls, bootstraps or builds them on the engine.
 
+pub mod bases;
 pub mod build;
 pub mod gitsources;
 pub mod hostfiles;

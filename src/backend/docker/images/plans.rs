@@ -22,8 +22,6 @@ use crate::toolchain::Toolchain;
 const BASE_DOCKERFILE: &str = include_str!("../../../../harness-scripts/docker/base.Dockerfile");
 const SETUP_BASE: &str = include_str!("../../../../harness-scripts/docker/setup_base.sh");
 const ENV_DOCKERFILE: &str = include_str!("../../../../harness-scripts/docker/env.Dockerfile");
-const APT_BASE_DOCKERFILE: &str =
-    include_str!("../../../../harness-scripts/docker/apt-base.Dockerfile");
 const INSTANCE_DOCKERFILE: &str =
     include_str!("../../../../harness-scripts/docker/instance.Dockerfile");
 const SNAPSHOT_DOCKERFILE: &str =
@@ -40,7 +38,7 @@ pub struct ContextFile {
 }
 
 impl ContextFile {
-    fn new(path: &str, data: impl Into<Vec<u8>>) -> ContextFile {
+    pub(super) fn new(path: &str, data: impl Into<Vec<u8>>) -> ContextFile {
         ContextFile {
             path: path.into(),
             data: data.into(),
@@ -87,7 +85,7 @@ pub struct ImagePlan {
 impl ImagePlan {
     /// A plan named `<repository>:<tag>`, the tag a hash of `keys` and the
     /// context files: what built the image, so a change makes a new one.
-    fn addressed(
+    pub(super) fn addressed(
         tier: Tier,
         repository: String,
         keys: &[&[u8]],
@@ -270,28 +268,6 @@ pub fn base_plan(suite: Suite, root: &Root, ca: Option<&[u8]>) -> ImagePlan {
     )
 }
 
-/// The apt base image of `packages` (a spec's `apt_base_packages`) on
-/// `base`, the base image of `suite`: one apt layer below the python image,
-/// shared by every env on that suite that names the same list, whatever its
-/// Python. None without a list.
-pub fn apt_base_plan(packages: &[String], base: &str, suite: Suite) -> Option<ImagePlan> {
-    if packages.is_empty() {
-        return None;
-    }
-    let dockerfile = APT_BASE_DOCKERFILE
-        .replace("{{base}}", base)
-        .replace("{{apt}}", &apt_step(packages));
-    let key = dockerfile.clone();
-    Some(ImagePlan::addressed(
-        Tier::Base,
-        format!("patchgrade.base.apt.{}.{}", arch(), suite.name()),
-        &[key.as_bytes()],
-        dockerfile,
-        Vec::new(),
-        Vec::new(),
-    ))
-}
-
 /// What an env image installs besides the spec's own lists, read from the
 /// mirrors for one instance: the filtered requirements file, the translated
 /// conda environment file and the spec's source trees.
@@ -421,7 +397,7 @@ fn apt_packages(spec: &Spec, inputs: &EnvInputs) -> Vec<String> {
 }
 
 /// One apt step: the packages installed, the lists removed.
-fn apt_step(apt: &[String]) -> String {
+pub(super) fn apt_step(apt: &[String]) -> String {
     if apt.is_empty() {
         return "# no apt packages".into();
     }

@@ -1,6 +1,5 @@
 //! Unit tests of `images::plans` (a file of their own: plans.rs stays short).
 
-use super::super::kind::Kind;
 use super::*;
 
 fn spec(yaml: &str) -> Spec {
@@ -545,50 +544,4 @@ fn a_snapshot_build_snapshot_runs_the_setup_before_packing() {
     let apt = |s: &Spec| apt_step(&apt_packages(s, &EnvInputs::default()));
     assert!(apt(&built).contains("'ccache'"), "{}", apt(&built));
     assert_eq!(apt(&plain), "# no apt packages");
-}
-
-#[test]
-fn apt_base_packages_are_an_image_below_the_python_image() {
-    let env = |yaml: &str| {
-        env_plan(
-            Suite::Bookworm,
-            None,
-            "apt:1",
-            &spec(yaml),
-            &EnvInputs::default(),
-        )
-        .dockerfile
-    };
-    let list = |l: &[&str]| l.iter().map(|p| p.to_string()).collect::<Vec<_>>();
-    let tex = list(&["texlive", "ghostscript"]);
-    let a = apt_base_plan(&tex, "base:1", Suite::Bookworm).unwrap();
-    let step = "RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends 'texlive' 'ghostscript' && rm -rf /var/lib/apt/lists/*\n";
-    assert!(a.dockerfile.contains("FROM base:1\n"), "{}", a.dockerfile);
-    assert!(a.dockerfile.contains(step), "{}", a.dockerfile);
-    assert!(a
-        .name
-        .starts_with(&format!("patchgrade.base.apt.{}.bookworm:", arch())));
-    assert_eq!(
-        Kind::of(&a.name).map(|k| k.0),
-        Some(Kind::Base),
-        "{}",
-        a.name
-    );
-    // One name per list and base: every spec naming the list shares it.
-    let again = apt_base_plan(&tex, "base:1", Suite::Bookworm).unwrap();
-    assert_eq!(again.name, a.name);
-    for other in [
-        apt_base_plan(&list(&["texlive"]), "base:1", Suite::Bookworm),
-        apt_base_plan(&tex, "base:2", Suite::Bookworm),
-    ] {
-        assert_ne!(other.unwrap().name, a.name);
-    }
-    assert!(apt_base_plan(&[], "base:1", Suite::Bookworm).is_none());
-    // The env installs only its own packages; one in both lists is the
-    // base's (installed once, below).
-    let e = env("apt_base_packages: [texlive, ghostscript]\napt_packages: [texlive, autoconf]\ntest_cmd: t\nlog_parser: pytest\n");
-    assert_eq!(e.matches("apt-get install").count(), 1, "{e}");
-    assert!(e.contains("'autoconf'") && !e.contains("'texlive'"), "{e}");
-    let plain = env("apt_packages: [less]\ntest_cmd: t\nlog_parser: pytest\n");
-    assert_eq!(plain.matches("apt-get install").count(), 1, "{plain}");
 }

@@ -19,6 +19,10 @@ fn kinds_by_name_agree_with_tiers() {
         (format!("patchgrade.base.py.{a}.bookworm:41e8"), Kind::Base),
         (format!("patchgrade.base.apt.{a}.bookworm:5c"), Kind::Base),
         (
+            format!("patchgrade.base.pip.py3.10.{a}.bookworm:6d"),
+            Kind::Base,
+        ),
+        (
             format!("patchgrade.base.py3.8.{a}.bookworm:9"),
             Kind::Python,
         ),
