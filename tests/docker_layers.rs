@@ -631,6 +631,46 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
         "find /testbed -name '*.so' -o -name build -prune | wc -l",
     );
     assert_eq!(outputs, "0", "build output left in the snapshot");
+    // Kept beside the tree instead: the three modules and Cython's C file.
+    let kept = in_image(
+        &snaps[0],
+        "cd /opt/patchgrade/snapshot-build && find . -type f | sort | sed 's/\\.cpython.*\\.so$/.so/'",
+    );
+    assert_eq!(
+        kept, "./calc/_fast.c\n./calc/_fast.so\n./calc/_other.so\n./calc/_speed.so",
+        "the snapshot's build outputs"
+    );
+    // An instance's outputs that are the snapshot's bytes are links to
+    // them; what its commit changed is its own. b1 changed no compiled
+    // source; b2 changed _speed.c and _fast.pyx.
+    let links = "cd /testbed && for f in calc/_fast.c calc/_*.so; do if [ -L \"$f\" ]; then echo \"$f link\"; else echo \"$f own\"; fi; done | sed 's/\\.cpython[^ ]*\\.so/.so/'";
+    let inst = |id: &str| {
+        let found = images(&format!("patchgrade.eval.x86_64.{id}:"));
+        assert_eq!(found.len(), 1, "{id}: {found:?}");
+        found[0].clone()
+    };
+    assert_eq!(
+        in_image(&inst("acme__cext-1"), links),
+        "calc/_fast.c link\ncalc/_fast.so link\ncalc/_other.so link\ncalc/_speed.so link"
+    );
+    assert!(
+        log1.contains("patchgrade: 4 build outputs linked to the snapshot's, 0 its own"),
+        "{log1}"
+    );
+    assert_eq!(
+        in_image(&inst("acme__cext-2"), links),
+        "calc/_fast.c own\ncalc/_fast.so own\ncalc/_other.so link\ncalc/_speed.so own"
+    );
+    // The instances compiled through a copy of the cache: no hit had its
+    // time set in the snapshot's folder (which would copy it into the
+    // instance's layer).
+    for id in ["acme__cext-1", "acme__cext-2"] {
+        let touched = in_image(
+            &inst(id),
+            "find /opt/patchgrade/ccache -type f -name '*R' -newer /opt/patchgrade/snapshot-build | wc -l",
+        );
+        assert_eq!(touched, "0", "{id}: cache entries touched by its build");
+    }
     // Its env is the env image's: the older tree's install went to a venv
     // of its own, removed.
     let env = in_image(
