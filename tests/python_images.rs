@@ -1,8 +1,9 @@
 //! Every Python from 3.6 to 3.11 builds an env image and runs a tiny
 //! repository's tests, through the real binary (`patchgrade run --backend
 //! docker`) on the real engine: the provider chain picks each interpreter
-//! (a suite's own python3 for 3.9 and 3.11, a host build copied into
-//! bookworm for the others, pyenv's on this machine kind), the python image
+//! (bookworm's python3 for 3.11, a host build copied into bookworm for the
+//! others, pyenv's on this machine kind, bullseye's python3 for 3.9 only
+//! on a host without a 3.9 build), the python image
 //! gets the venv with pinned pip, the env and instance images are built on
 //! it, the package (with a C extension) is installed offline and gold
 //! resolves. A spec saying 3.5 runs on 3.6 as the listed deviation.

@@ -2,14 +2,16 @@
 //! `python: "X.Y"`, and the pip/setuptools/wheel its venv gets.
 //!
 //! In order:
-//! 1. the Debian suite's own `python3.X` where a suite ships it (bullseye
-//!    3.9, bookworm 3.11, trixie 3.13);
-//! 2. otherwise a CPython build found on the host ([`find`]): `--python-dir
+//! 1. bookworm's own `python3.11` for 3.11;
+//! 2. a CPython build found on the host ([`find`]): `--python-dir
 //!    X.Y=PATH` entries, then uv's managed interpreters, then pyenv's
 //!    `versions/` folder. It is copied into a bookworm image at the path it
-//!    has on the host ([`image`]): pyenv's builds are not relocatable (built
+//!    has on the host: pyenv's builds are not relocatable (built
 //!    `--enable-shared` with a runpath to their own prefix, linked against
-//!    bookworm's libssl3, libffi8 and glibc 2.36).
+//!    bookworm's libssl3, libffi8 and glibc 2.36);
+//! 3. otherwise another suite's own python3 (bullseye 3.9, trixie 3.13).
+//!
+//! So with host builds every python image shares bookworm's root and base.
 //!
 //! The result is a typed [`Interpreter`], recorded in image labels and
 //! run.json. Pure sync code apart from the host search reading folders.
@@ -319,25 +321,33 @@ pub struct InterpreterRecord {
 }
 
 /// The provider chain: the interpreter for a spec's `python` value.
+///
+/// [`HOST_BUILD_SUITE`]'s own python3 first, then a host build (copied into
+/// that suite), then another suite's python3: every python image then sits
+/// on one Debian root and one base image where the host has the builds,
+/// instead of a second suite's pair for 3.9 (bullseye, 0.64 GiB and a
+/// debootstrap in a cold run) or 3.13 (trixie).
 pub fn resolve(requested: &str, search: &HostSearch) -> Result<Interpreter, PythonError> {
     let requested = PyVersion::parse(requested)?;
     let (version, substitution) = substitute(requested);
     let tools = tools_for(version).ok_or(PythonError::Unsupported { version })?;
-    if let Some(suite) = suite_shipping(version) {
-        return Ok(Interpreter {
-            requested,
-            version,
-            provider: Provider::Suite,
-            suite,
-            release: None,
-            host_prefix: None,
-            executable: PathBuf::from("/usr/bin").join(version.exe_name()),
-            tools,
-            substitution,
-        });
+    let suite_python = |suite: Suite| Interpreter {
+        requested,
+        version,
+        provider: Provider::Suite,
+        suite,
+        release: None,
+        host_prefix: None,
+        executable: PathBuf::from("/usr/bin").join(version.exe_name()),
+        tools,
+        substitution,
+    };
+    let shipped = suite_shipping(version);
+    if shipped == Some(HOST_BUILD_SUITE) {
+        return Ok(suite_python(HOST_BUILD_SUITE));
     }
-    match search.find(version)? {
-        Some(host) => Ok(Interpreter {
+    if let Some(host) = search.find(version)? {
+        return Ok(Interpreter {
             requested,
             version,
             provider: host.provider,
@@ -347,7 +357,10 @@ pub fn resolve(requested: &str, search: &HostSearch) -> Result<Interpreter, Pyth
             host_prefix: Some(host.prefix),
             tools,
             substitution,
-        }),
+        });
+    }
+    match shipped {
+        Some(suite) => Ok(suite_python(suite)),
         None => Err(PythonError::NotFound {
             version,
             searched: search.describe(version),
@@ -395,7 +408,7 @@ mod tests {
     }
 
     #[test]
-    fn suites_first_then_the_host() {
+    fn other_suites_only_without_a_host_build() {
         let empty = HostSearch {
             python_dirs: vec![],
             uv_dirs: vec![],
@@ -429,6 +442,29 @@ mod tests {
             resolve("3.x", &empty),
             Err(PythonError::BadVersion { .. })
         ));
+    }
+
+    #[test]
+    fn a_host_build_comes_before_another_suites_python() {
+        let d = tempfile::tempdir().unwrap();
+        find::tests::fake_build(&d.path().join("pyenv/versions/3.9.18"), "3.9.18");
+        find::tests::fake_build(&d.path().join("pyenv/versions/3.11.7"), "3.11.7");
+        let search = HostSearch {
+            python_dirs: vec![],
+            uv_dirs: vec![],
+            pyenv_roots: vec![d.path().join("pyenv")],
+        };
+        // 3.9: the host's build on bookworm, not bullseye's python3.
+        let i = resolve("3.9", &search).unwrap();
+        assert_eq!((i.provider, i.suite), (Provider::Pyenv, Suite::Bookworm));
+        assert_eq!(i.release.as_deref(), Some("3.9.18"));
+        // 3.11: bookworm ships it, so the host's build is not copied.
+        let i = resolve("3.11", &search).unwrap();
+        assert_eq!((i.provider, i.suite), (Provider::Suite, Suite::Bookworm));
+        assert!(!i.is_copied());
+        // 3.13: no host build, so trixie's.
+        let i = resolve("3.13", &search).unwrap();
+        assert_eq!((i.provider, i.suite), (Provider::Suite, Suite::Trixie));
     }
 
     #[test]
