@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Disk taken by patchgrade's images, per tier and per repository (issue 12).
 
-    harness-scripts/image-sizes.py [--only IMAGES_FILE] [INSPECT_JSON]
+    harness-scripts/image-sizes.py [--only IMAGES_FILE] [--by-image N] [INSPECT_JSON]
 
 Reads `docker image inspect` of every image, intermediate build images
 included (runs it when no file is given). An image's size is that of its
@@ -18,6 +18,11 @@ With --only, IMAGES_FILE names instance images (one `name:tag` a line, e.g.
 those the records of a run used): only they and the base, env and snapshot
 images they are built on are counted, i.e. the disk a warm rerun of exactly
 those instances needs. Names not in the engine are reported, not guessed.
+
+With --by-image N, the N base, env and snapshot images holding the most
+layers of their own are listed too, each with the instances built on it
+per repository: where the tiers' space is. Within a tier, shorter chains
+are counted first, so an image's own layers are those above its parent.
 """
 import collections
 import json
@@ -62,8 +67,12 @@ def gib(b):
 def main():
     args = sys.argv[1:]
     only = None
-    if args[:1] == ["--only"]:
-        only = {l.strip() for l in open(args[1]) if l.strip()}
+    by_image = 0
+    while args[:1] in (["--only"], ["--by-image"]):
+        if args[0] == "--only":
+            only = {l.strip() for l in open(args[1]) if l.strip()}
+        else:
+            by_image = int(args[1])
         args = args[2:]
     images = json.load(open(args[0])) if args else inspect_all()
     size_of = {}
@@ -98,7 +107,10 @@ def main():
         print(f"{len(wanted)} of {len(only)} named instance images are in the engine"
               f" ({len(missing)} not: not counted)")
         print()
+    for t in TIERS:
+        tagged[t].sort(key=lambda tc: len(tc[1]))
     counted = set()
+    owns = []
     totals = collections.Counter()
     counts = collections.Counter()
     repos = collections.defaultdict(lambda: [0, 0])
@@ -112,6 +124,7 @@ def main():
                 counted.add(chain[:k + 1])
                 own += layer_size(chain, k)
             totals[t] += own
+            owns.append((own, t, tag, chain))
             if t == "instance":
                 repos[repo_of(tag)][0] += 1
                 repos[repo_of(tag)][1] += own
@@ -131,6 +144,19 @@ def main():
     print("|---|---:|---:|---:|")
     for r, (n, u) in sorted(repos.items()):
         print(f"| {r} | {n} | {gib(u)} | {u / n / 2**20:.0f} MiB |")
+    if by_image:
+        print_by_image(owns, tagged["instance"], by_image)
+
+
+def print_by_image(owns, instances, n):
+    print()
+    print("| image | tier | its own layers | instances on it |")
+    print("|---|---|---:|---|")
+    below = [(own, t, tag, c) for own, t, tag, c in owns if t != "instance"]
+    for own, t, tag, chain in sorted(below, key=lambda x: -x[0])[:n]:
+        on = collections.Counter(repo_of(i) for i, ic in instances if ic[:len(chain)] == chain)
+        users = ", ".join(f"{r} {k}" for r, k in sorted(on.items()))
+        print(f"| {tag} | {t} | {own / 2**20:.0f} MiB | {users or '-'} |")
 
 
 if __name__ == "__main__":
