@@ -444,16 +444,23 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn a_host_build_comes_before_another_suites_python() {
+    /// A pyenv folder holding fake builds of `releases`, and the search of it.
+    fn pyenv_with(releases: &[&str]) -> (tempfile::TempDir, HostSearch) {
         let d = tempfile::tempdir().unwrap();
-        find::tests::fake_build(&d.path().join("pyenv/versions/3.9.18"), "3.9.18");
-        find::tests::fake_build(&d.path().join("pyenv/versions/3.11.7"), "3.11.7");
+        for r in releases {
+            find::tests::fake_build(&d.path().join("pyenv/versions").join(r), r);
+        }
         let search = HostSearch {
             python_dirs: vec![],
             uv_dirs: vec![],
             pyenv_roots: vec![d.path().join("pyenv")],
         };
+        (d, search)
+    }
+
+    #[test]
+    fn a_host_build_comes_before_another_suites_python() {
+        let (_d, search) = pyenv_with(&["3.9.18", "3.11.7"]);
         // 3.9: the host's build on bookworm, not bullseye's python3.
         let i = resolve("3.9", &search).unwrap();
         assert_eq!((i.provider, i.suite), (Provider::Pyenv, Suite::Bookworm));
@@ -469,13 +476,7 @@ mod tests {
 
     #[test]
     fn a_host_build_is_recorded_with_its_provider_and_deviation() {
-        let d = tempfile::tempdir().unwrap();
-        find::tests::fake_build(&d.path().join("pyenv/versions/3.6.15"), "3.6.15");
-        let search = HostSearch {
-            python_dirs: vec![],
-            uv_dirs: vec![],
-            pyenv_roots: vec![d.path().join("pyenv")],
-        };
+        let (d, search) = pyenv_with(&["3.6.15"]);
         let i = resolve("3.5", &search).unwrap();
         assert_eq!(i.requested, PyVersion::new(3, 5));
         assert_eq!(i.version, PyVersion::new(3, 6));
