@@ -377,6 +377,56 @@ fn of_type<'a>(lines: &'a [Value], t: &str) -> Vec<&'a Value> {
     lines.iter().filter(|l| l["type"] == t).collect()
 }
 
+/// The wide sweep's attribution of a kernel timestamp to a run, with two
+/// windows 5 ms apart (closer than the slack). Stamps lag the clock and
+/// never lead it: a stamp inside a window is that run's, one just before a
+/// window is the run starting then, one after the last window is nobody's.
+#[test]
+fn the_wide_sweep_charges_a_timestamp_to_the_run_that_made_it() {
+    let dir = driver().parent().unwrap().to_path_buf();
+    let ms = 1_000_000u64;
+    let script = format!(
+        "import json, sys\n\
+         sys.path.insert(0, {dir:?})\n\
+         import defences\n\
+         ws = [({a0}, {a1}, 'a'), ({b0}, {b1}, 'b')]\n\
+         print(json.dumps([defences.WideSweep._window(ws, n)[0] for n in {stamps:?}]))\n",
+        dir = dir.display().to_string(),
+        a0 = 1000 * ms,
+        a1 = 1100 * ms,
+        b0 = 1105 * ms,
+        b1 = 1200 * ms,
+        stamps = [
+            1050 * ms,
+            1100 * ms,
+            1101 * ms,
+            1106 * ms,
+            1200 * ms,
+            1201 * ms,
+            985 * ms,
+            900 * ms
+        ],
+    );
+    for python in pythons() {
+        let out = Command::new(&python)
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{python}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            got,
+            json!(["a", "a", "b", "b", "b", null, "a", null]),
+            "{python}"
+        );
+    }
+}
+
 #[test]
 fn defences_give_each_run_a_clean_state_and_see_state_read_across_runs() {
     for python in pythons() {

@@ -268,8 +268,17 @@ class WideSweep:
 
     @staticmethod
     def _window(windows, ns):
+        """The run that made a kernel timestamp. The stamps' coarse clock
+        lags the driver's and never leads it, so a stamp inside a window is
+        that run's, and one up to SLACK_NS before a window (and inside none)
+        belongs to the run starting then. Widening every window both ways
+        let a run ending within SLACK_NS of the next one's start take its
+        reads (seen in CI: a cache read charged to the run before)."""
         for s, e, who in windows:
-            if s - SLACK_NS <= ns <= e + SLACK_NS:
+            if s <= ns <= e:
+                return who, e
+        for s, e, who in windows:
+            if s - SLACK_NS <= ns < s:
                 return who, e
         return None, None
 
@@ -303,7 +312,7 @@ class WideSweep:
                 writer, end = self._window(windows, st.st_ctime_ns)
                 if writer is None:
                     continue  # the driver's own work between runs
-                if st.st_atime_ns > end + SLACK_NS:
+                if st.st_atime_ns > end:
                     reader, _ = self._window(windows, st.st_atime_ns)
             if len(files) < 50:
                 files.append({"path": p, "written_by": writer, "read_by": reader})
