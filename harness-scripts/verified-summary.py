@@ -12,13 +12,22 @@ seconds from the records' timings, and the summed test-command time, the
 `PATCHGRADE_TEST_SECONDS=` line that harness-scripts/verified-segment.sh's
 timed specs print), then every instance that did not resolve with its
 outcome, the failing tests and the record's detail, then the segments.
+
+With SEGMENTS_TSV, a timeline too: per repository, when its records were
+written on the summed clock of the segments (seconds since the first
+segment's start, the gaps between segments left out: the issue 22 measure
+"summed wall time"), and how many had finished at each hour mark. A
+segment still running (its log in the `segments` folder beside the tsv,
+no line in the tsv yet) counts up to now.
 """
 import glob
 import json
 import os
 import re
 import sys
+import time
 from collections import Counter, defaultdict
+from datetime import datetime, timezone
 
 
 def main():
@@ -80,6 +89,7 @@ def main():
         shown = ", ".join(failed[:4]) + (f" (+{len(failed) - 4})" if len(failed) > 4 else "")
         print(f"- {iid}: {out}; failing: {shown or '-'}; {detail}")
     if segments and os.path.exists(segments):
+        timeline(latest, repo_of, segments)
         print()
         # Peak RSS: time -v's (patchgrade or any child it waited for);
         # patchgrade's own VmHWM where the segment recorded it.
@@ -92,6 +102,60 @@ def main():
                 free = f"{int(f[9].rstrip('K')) / 1048576:.1f} GiB" if f[9].rstrip("K").isdigit() else f[9]
                 own = f"{int(f[10]) / 1024:.1f}" if len(f) > 10 and f[10].isdigit() and f[10] != "0" else "-"
                 print(f"| {f[0]} | {f[1]} | {f[2]} | {f[3]} | {rss} | {own} | {f[5]} | {f[6]} | {f[7]} | {f[8]} | {free} |")
+
+
+def segment_spans(segments):
+    """[(start, end)] epoch seconds, oldest first: the tsv's segments, and
+    any whose log (`NAME-%Y%m%dT%H%M%SZ.log`) has no tsv line yet (running:
+    up to now)."""
+    def epoch(stamp, fmt):
+        return datetime.strptime(stamp, fmt).replace(tzinfo=timezone.utc).timestamp()
+    spans = {}
+    for line in open(segments):
+        f = line.rstrip("\n").split("\t")
+        if len(f) >= 3:
+            start = epoch(f[1], "%Y-%m-%dT%H:%M:%SZ")
+            spans[start] = epoch(f[2], "%Y-%m-%dT%H:%M:%SZ")
+    logs = os.path.join(os.path.dirname(segments), "segments")
+    for log in glob.glob(os.path.join(logs, "*.log")):
+        m = re.search(r"-(\d{8}T\d{6}Z)\.log$", log)
+        if m:
+            start = epoch(m.group(1), "%Y%m%dT%H%M%SZ")
+            spans.setdefault(start, time.time())
+    return sorted(spans.items())
+
+
+def timeline(latest, repo_of, segments):
+    spans = segment_spans(segments)
+    if not spans:
+        return
+    def summed(t):
+        before = 0.0
+        for start, end in spans:
+            if start <= t <= end + 1:
+                return before + t - start
+            before += end - start
+        return None
+    when = defaultdict(list)
+    outside = 0
+    for iid, path in latest.items():
+        at = summed(os.path.getmtime(path))
+        if at is None:
+            outside += 1
+            continue
+        when[repo_of.get(iid, iid.rsplit("-", 1)[0])].append(at)
+    total = sum(end - start for start, end in spans)
+    print()
+    print(f"Timeline on the summed clock of {len(spans)} segment(s), {total:.0f} s:")
+    print()
+    print("| repo | records | first (s) | last (s) |")
+    print("|---|---|---|---|")
+    for repo, ts in sorted(when.items(), key=lambda kv: min(kv[1])):
+        print(f"| {repo} | {len(ts)} | {min(ts):,.0f} | {max(ts):,.0f} |")
+    every = [t for ts in when.values() for t in ts]
+    marks = ", ".join(f"{sum(t <= h * 3600 for t in every)} by {h} h" for h in range(1, int(total // 3600) + 2))
+    print()
+    print(f"Records finished: {marks}" + (f"; {outside} written outside these segments" if outside else ""))
 
 
 if __name__ == "__main__":
