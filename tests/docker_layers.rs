@@ -12,7 +12,7 @@ use patchgrade::exit;
 use std::path::Path;
 use std::process::Command;
 
-use common::layers::{layers, tagged_ancestors};
+use common::layers::{images, layers, tagged_ancestors};
 use common::widgets::{Widgets, CORE_BUGGY, CORE_FIXED, F2P, HIGH, P2P, TESTS_BASE};
 use common::*;
 use serde_json::Value;
@@ -70,14 +70,6 @@ fn in_image(image: &str, script: &str) -> String {
         "-c",
         script,
     ])
-}
-
-fn images(prefix: &str) -> Vec<String> {
-    docker_out(&["images", "--format", "{{.Repository}}:{{.Tag}}"])
-        .lines()
-        .filter(|l| l.starts_with(prefix))
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]
