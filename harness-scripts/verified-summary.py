@@ -153,9 +153,10 @@ def timeline(latest, repo_of, segments):
     for repo, ts in sorted(when.items(), key=lambda kv: min(kv[1])):
         print(f"| {repo} | {len(ts)} | {min(ts):,.0f} | {max(ts):,.0f} |")
     every = [t for ts in when.values() for t in ts]
-    marks = ", ".join(f"{sum(t <= h * 3600 for t in every)} by {h} h" for h in range(1, int(total // 3600) + 2))
+    marks = [f"{sum(t <= h * 3600 for t in every)} by {h} h" for h in range(1, int(total // 3600) + 1)]
+    marks.append(f"{len(every)} by {total:,.0f} s")
     print()
-    print(f"Records finished: {marks}" + (f"; {outside} written outside these segments" if outside else ""))
+    print(f"Records finished: {', '.join(marks)}" + (f"; {outside} written outside these segments" if outside else ""))
 
 
 if __name__ == "__main__":
