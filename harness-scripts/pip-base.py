@@ -9,6 +9,10 @@ pip base, or with one: the answer is the same). The list goes into the spec
 as `pip_base_packages`; an env built over it keeps what satisfies its own
 resolve, so its packages stay what they were when the list was taken (check
 with `--compare`: the freezes of old and new env images, name by name).
+Given a spec's instance images instead (one that installs its
+dependencies per instance, as sphinx's `pip install -e .[test]`), it
+prints what every instance's install resolved to; the editable checkout
+itself has no `==` line and is never a pin.
 
     harness-scripts/pip-base.py --compare OLD_IMAGE NEW_IMAGE
 """
