@@ -119,6 +119,12 @@ pub struct DockerArgs {
     /// Docker: also remove images that existed before the run (per --cache-level).
     #[arg(long)]
     pub clean: bool,
+    /// Docker: at the end of the run, put the instance images it used on the
+    /// shelf (zstd archives of their own layers in the cache folder) and
+    /// remove them from the engine. Any run loads a shelved image back
+    /// instead of building it.
+    #[arg(long)]
+    pub shelve: bool,
     /// Docker: rebuild base, env and instance images even when they exist.
     #[arg(long)]
     pub force_rebuild: bool,
@@ -200,6 +206,7 @@ impl DockerArgs {
             cache_level: self.cache_level.map(CacheLevel::from),
             cache_budget: self.cache_budget.clone(),
             clean: self.clean,
+            shelve: self.shelve,
             force_rebuild: self.force_rebuild,
             memory: self.memory.clone(),
             cpus: self.cpus,

@@ -253,6 +253,7 @@ impl EngineArgs {
                 &mut o.cache_budget,
                 Some(d.cache_budget.clone()),
             );
+            m.take("shelve", "--shelve", &mut o.shelve, Some(d.shelve));
             m.take("memory", "--memory", &mut o.memory, Some(d.memory.clone()));
             m.take("cpus", "--cpus", &mut o.cpus, Some(d.cpus));
             m.take(

@@ -146,6 +146,7 @@ impl EngineOptions {
                 ca_cert: d.ca_cert.clone(),
                 cache_level: d.cache_level,
                 cache_budget: d.cache_budget.clone(),
+                shelve: d.shelve,
                 python_dirs: d
                     .python_dirs
                     .iter()

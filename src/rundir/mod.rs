@@ -142,6 +142,9 @@ pub struct DockerSetup {
     /// `--cache-budget` as given (None: the default rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_budget: Option<String>,
+    /// `--shelve`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shelve: bool,
     /// `--python-dir` entries (`X.Y=PREFIX`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub python_dirs: Vec<String>,

@@ -29,7 +29,7 @@ impl fmt::Debug for ImageEvents {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ImageEvent {
     /// Another run of the cache folder is evicting: this one waits for it.
     LeaseWait,
@@ -71,10 +71,27 @@ pub enum ImageEvent {
     /// An image of `tier` was asked for: found in the engine (`hit`) or
     /// built. One per lookup: counted (serve's /metrics), not shown.
     Looked { tier: Tier, hit: bool },
+    /// `--shelve`: instance images about to be saved to the shelf.
+    Shelving { images: usize },
+    /// Instance images saved to the shelf: their own layers' bytes, the
+    /// archives' bytes and the time it took.
+    Shelved {
+        images: usize,
+        raw: u64,
+        stored: u64,
+        secs: f64,
+    },
+    /// Shelving failed: the images stay in the engine.
+    ShelfFailed { error: String },
+    /// A shelved image could not be loaded: it is built instead (and its
+    /// record dropped).
+    ShelfSkipped { name: String, reason: String },
     /// What the run did with images.
     Summary {
         /// Instance images used and not built by this run.
         reused: usize,
+        /// Of `reused`, those loaded from the shelf.
+        unshelved: usize,
         /// Instance images built by this run.
         built_instances: usize,
         /// Images of every tier built by this run.
@@ -145,15 +162,44 @@ impl fmt::Display for ImageEvent {
                 tier.name(),
                 if *hit { "reused" } else { "built" }
             ),
+            ImageEvent::Shelving { images } => {
+                write!(f, "shelving {images} instance images (--shelve)")
+            }
+            ImageEvent::Shelved {
+                images,
+                raw,
+                stored,
+                secs,
+            } => write!(
+                f,
+                "shelved {images} instance images: {} of layers in {} of archives ({secs:.1} s)",
+                human(*raw),
+                human(*stored)
+            ),
+            ImageEvent::ShelfFailed { error } => write!(
+                f,
+                "warning: shelving failed: {error}; the instance images stay in the engine"
+            ),
+            ImageEvent::ShelfSkipped { name, reason } => write!(
+                f,
+                "warning: shelved image {name} not loaded ({reason}): building it"
+            ),
             ImageEvent::Summary {
                 reused,
+                unshelved,
                 built_instances,
                 built,
                 removed,
-            } => write!(
-                f,
-                "images: {reused} instance images reused, {built_instances} built ({built} images built in all); {removed} removed"
-            ),
+            } => {
+                let from_shelf = match unshelved {
+                    0 => String::new(),
+                    n => format!(" ({n} from the shelf)"),
+                };
+                write!(
+                    f,
+                    "images: {reused} instance images reused{from_shelf}, {built_instances} built ({built} images built in all); {removed} removed"
+                )
+            }
         }
     }
 }
@@ -180,6 +226,7 @@ mod tests {
         );
         let summary = ImageEvent::Summary {
             reused: 1,
+            unshelved: 0,
             built_instances: 0,
             built: 0,
             removed: 2,
@@ -187,6 +234,17 @@ mod tests {
         assert_eq!(
             summary.to_string(),
             "images: 1 instance images reused, 0 built (0 images built in all); 2 removed"
+        );
+        let shelf = ImageEvent::Summary {
+            reused: 3,
+            unshelved: 2,
+            built_instances: 0,
+            built: 0,
+            removed: 0,
+        };
+        assert_eq!(
+            shelf.to_string(),
+            "images: 3 instance images reused (2 from the shelf), 0 built (0 images built in all); 0 removed"
         );
         let removing = ImageEvent::Removing {
             total: 2,

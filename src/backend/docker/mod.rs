@@ -13,6 +13,8 @@
 //!   candidate's changes).
 //! - [`inventory`]: what the engine holds of patchgrade's images, what a
 //!   cold run would build, eviction on request (`patchgrade images`).
+//! - [`shelf`]: instance images kept compressed in the cache folder
+//!   (`--shelve`), loaded back instead of built.
 //!
 //! This module holds the backend's state and options, preparing an
 //! environment and the cleanup at the end of a run.
@@ -28,6 +30,7 @@ mod evict;
 pub mod exits;
 pub mod images;
 pub mod inventory;
+pub mod shelf;
 pub mod stale;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -70,6 +73,9 @@ pub struct DockerOptions {
     pub cache_budget: Option<String>,
     /// Also remove images that existed before the run (per `cache_level`).
     pub clean: bool,
+    /// Put the instance images the run used on the shelf at its end, and
+    /// remove them from the engine.
+    pub shelve: bool,
     pub force_rebuild: bool,
     /// Memory limit of each test container (e.g. 4g, 512m).
     pub memory: String,
@@ -329,6 +335,12 @@ pub struct DockerBackend {
     removals: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Where its [`ImageEvent`]s go; `None`: nowhere.
     events: Mutex<Option<ImageEvents>>,
+    /// `<cache>/docker/shelf`.
+    shelf: shelf::Shelf,
+    /// The image each instance image of this run is built on (to shelve it).
+    parents: Mutex<HashMap<String, String>>,
+    /// Instance images this run loaded from the shelf.
+    unshelved: Mutex<HashSet<String>>,
 }
 
 impl DockerBackend {
@@ -418,6 +430,9 @@ impl DockerBackend {
             lease: Mutex::default(),
             removals: Mutex::default(),
             events: Mutex::default(),
+            shelf: shelf::Shelf::new(&cache.join("docker")),
+            parents: Mutex::default(),
+            unshelved: Mutex::default(),
         })
     }
 
@@ -554,16 +569,26 @@ impl DockerBackend {
         self.kill_running().await;
         self.await_removals().await;
         let Some(conn) = self.conn.get() else { return };
-        let removed = match self.args.cache_level {
-            Some(level) => self.remove_per_level(conn, level).await,
-            None => self.evict(conn).await,
-        };
         let used: Vec<Used> = locked(&self.used).iter().cloned().collect();
         let built = locked(&self.built).clone();
         let instances: Vec<&Used> = used.iter().filter(|u| u.tier == Tier::Instance).collect();
         let fresh = instances.iter().filter(|u| built.contains(&u.name)).count();
+        let mut removed = 0;
+        if self.args.shelve {
+            let shelved = self.shelve_used().await;
+            let gone = self
+                .remove_images(&conn.docker, vec![shelved], "--shelve: on the shelf")
+                .await;
+            removed += gone.len();
+            locked(&self.used).retain(|u| !gone.contains(&u.name));
+        }
+        removed += match self.args.cache_level {
+            Some(level) => self.remove_per_level(conn, level).await,
+            None => self.evict(conn).await,
+        };
         self.tell(ImageEvent::Summary {
             reused: instances.len() - fresh,
+            unshelved: locked(&self.unshelved).len(),
             built_instances: fresh,
             built: built.len(),
             removed,

@@ -15,6 +15,7 @@ fn backend(d: &Path, python_dirs: Vec<PythonDir>) -> DockerBackend {
         cache_level: Some(CacheLevel::Env),
         cache_budget: None,
         clean: false,
+        shelve: false,
         force_rebuild: false,
         memory: "1g".into(),
         cpus: 1.0,

@@ -129,8 +129,13 @@ impl DockerBackend {
             }
             None => {
                 let plan = instance_plan(&env.name, &inst.instance_id, spec, tree, submodules);
-                let built = self.ensure_built(&plan).await?;
-                (plan.name, built)
+                let name = plan.name.clone();
+                let built = self
+                    .ensure_over(Tier::Instance, &name, Some(&env.name), || async {
+                        Ok(plan)
+                    })
+                    .await?;
+                (name, built)
             }
         };
         Ok(DockerEnv {
@@ -492,14 +497,40 @@ impl DockerBackend {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<ImagePlan, DockerError>>,
     {
+        self.ensure_over(tier, name, None, make).await
+    }
+
+    /// [`Self::ensure_named`] for an instance image built on `parent`:
+    /// one the engine lacks is loaded from the shelf when it is there.
+    pub(super) async fn ensure_over<F, Fut>(
+        &self,
+        tier: Tier,
+        name: &str,
+        parent: Option<&str>,
+        make: F,
+    ) -> Result<(String, Option<String>), DockerError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<ImagePlan, DockerError>>,
+    {
         let lock = self.lock_for(name);
         let _g = lock.lock().await;
         let fresh = locked(&self.built).contains(name);
+        if let Some(parent) = parent {
+            locked(&self.parents).insert(name.to_string(), parent.to_string());
+        }
         if !self.args.force_rebuild || fresh {
             if let Some(found) = self.inspect(name).await? {
                 self.note_used(tier, name);
                 self.tell(ImageEvent::Looked { tier, hit: true });
                 return Ok(found);
+            }
+            if let Some(parent) = parent {
+                if let Some(found) = self.unshelve(name, parent).await {
+                    self.note_used(tier, name);
+                    self.tell(ImageEvent::Looked { tier, hit: true });
+                    return Ok(found);
+                }
             }
         }
         let plan = make().await?;

@@ -153,8 +153,9 @@ impl DockerBackend {
         );
         let plan = delta_instance_plan(&snap.name, &inst.instance_id, spec, base.tree);
         let name = plan.name.clone();
+        let snap_name = snap.name.clone();
         let found = self
-            .ensure_named(Tier::Instance, &name, || async move {
+            .ensure_over(Tier::Instance, &name, Some(&snap_name), || async move {
                 self.ensure_built(&snap).await?;
                 tokio::task::spawn_blocking(move || {
                     let git = |source| ImageError::Git {

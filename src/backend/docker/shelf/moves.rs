@@ -1,0 +1,288 @@
+//! Images moved between the engine and the shelf: `unshelve` (an instance
+//! image the engine lacks, loaded from its archive) and `shelve_used` (the
+//! instance images a `--shelve` run used, saved in one `docker save` and
+//! cut into thin archives).
+
+use std::io::Read;
+use std::time::Instant;
+
+use bollard::query_parameters::ImportImageOptionsBuilder;
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+use super::thin::{self, Wanted};
+use super::{ShelfError, Shelved};
+use crate::backend::docker::engine::call;
+use crate::backend::docker::events::ImageEvent;
+use crate::backend::docker::{cache, locked, DockerBackend};
+
+/// Bytes a chunk of an archive is sent to the engine in.
+const CHUNK: usize = 1 << 20;
+
+impl DockerBackend {
+    /// `name` loaded from the shelf: its id and digest, or None when it is
+    /// not shelved, or the engine lacks its parent `parent`'s layers (the
+    /// record is dropped: it will be built), or the load failed (said).
+    pub(in crate::backend::docker) async fn unshelve(
+        &self,
+        name: &str,
+        parent: &str,
+    ) -> Option<(String, Option<String>)> {
+        let record = match self.shelf.find(name) {
+            Ok(Some(r)) => r,
+            Ok(None) => return None,
+            Err(e) => {
+                self.tell(ImageEvent::ShelfSkipped {
+                    name: name.to_string(),
+                    reason: e.to_string(),
+                });
+                self.shelf.remove(name);
+                return None;
+            }
+        };
+        let docker = self.docker().await.ok()?;
+        let layers = match call("inspect image", docker.inspect_image(parent)).await {
+            Ok(i) => i.root_fs.and_then(|r| r.layers).unwrap_or_default(),
+            // The parent is built first; the instance is built over it.
+            Err(_) => return None,
+        };
+        if layers != record.parent_layers() {
+            self.tell(ImageEvent::ShelfSkipped {
+                name: name.to_string(),
+                reason: format!("{parent} is not the image it was shelved over"),
+            });
+            self.shelf.remove(name);
+            return None;
+        }
+        let started = Instant::now();
+        match self.load_archive(&record).await {
+            Ok(found) => {
+                locked(&self.unshelved).insert(name.to_string());
+                tracing::debug!("{name} loaded from the shelf in {:?}", started.elapsed());
+                Some(found)
+            }
+            Err(reason) => {
+                self.tell(ImageEvent::ShelfSkipped {
+                    name: name.to_string(),
+                    reason,
+                });
+                self.shelf.remove(name);
+                None
+            }
+        }
+    }
+
+    /// Streams `record`'s archive, decompressed, into the engine's load,
+    /// then checks the image is there with its id.
+    async fn load_archive(&self, record: &Shelved) -> Result<(String, Option<String>), String> {
+        let (archive, _) = self.shelf.paths(&record.name);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+        let reader = tokio::task::spawn_blocking(move || {
+            let decoded = std::fs::File::open(&archive).and_then(zstd::Decoder::new);
+            let mut z = match decoded {
+                Ok(z) => z,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            };
+            loop {
+                let mut buf = vec![0u8; CHUNK];
+                match z.read(&mut buf) {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        buf.truncate(n);
+                        if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(e));
+                        return;
+                    }
+                }
+            }
+        });
+        let body = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let docker = self.docker().await.map_err(|e| e.to_string())?;
+        let opts = ImportImageOptionsBuilder::default().quiet(true).build();
+        let mut load = docker.import_image_stream(opts, body, None);
+        let mut failed = None;
+        while let Some(item) = load.next().await {
+            match item {
+                Ok(info) => {
+                    if let Some(e) = info.error_detail.and_then(|d| d.message) {
+                        failed.get_or_insert(e);
+                    }
+                }
+                Err(e) => {
+                    failed.get_or_insert(e.to_string());
+                }
+            }
+        }
+        let _ = reader.await;
+        if let Some(e) = failed {
+            return Err(format!("loading its archive failed: {e}"));
+        }
+        match self.inspect(&record.name).await {
+            Ok(Some((id, digest))) if id == record.id => Ok((id, digest)),
+            Ok(Some((id, _))) => Err(format!("its archive loaded as {id}, not {}", record.id)),
+            Ok(None) => Err("absent after loading its archive".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// `--shelve`: the instance images this run used, shelved (those not
+    /// yet on the shelf with the same id saved in one `docker save`);
+    /// returns the names now on the shelf, which the caller removes from
+    /// the engine. On a failure the images stay in the engine (said).
+    pub(in crate::backend::docker) async fn shelve_used(&self) -> Vec<String> {
+        let used: Vec<String> = locked(&self.used)
+            .iter()
+            .filter(|u| u.tier == crate::backend::docker::images::Tier::Instance)
+            .map(|u| u.name.clone())
+            .collect();
+        let parents = locked(&self.parents).clone();
+        let Ok(docker) = self.docker().await else {
+            return Vec::new();
+        };
+        let layers_of = |name: String| {
+            let docker = docker.clone();
+            async move {
+                call("inspect image", docker.inspect_image(&name))
+                    .await
+                    .ok()
+                    .map(|i| {
+                        let layers = i.root_fs.and_then(|r| r.layers).unwrap_or_default();
+                        (i.id.unwrap_or_default(), layers)
+                    })
+            }
+        };
+        let mut shelved = Vec::new();
+        let mut to_save: Vec<(Wanted, Shelved)> = Vec::new();
+        for name in used {
+            let Some(parent) = parents.get(&name) else {
+                continue;
+            };
+            let (Some((id, layers)), Some((_, under))) = (
+                layers_of(name.clone()).await,
+                layers_of(parent.clone()).await,
+            ) else {
+                continue;
+            };
+            if layers.len() <= under.len() || layers[..under.len()] != under[..] {
+                continue;
+            }
+            if matches!(self.shelf.find(&name), Ok(Some(r)) if r.id == id) {
+                shelved.push(name);
+                continue;
+            }
+            let own = layers[under.len()..].to_vec();
+            let record = Shelved {
+                name: name.clone(),
+                id,
+                own: own.len(),
+                layers,
+                parent: parent.clone(),
+                raw_bytes: 0,
+                stored_bytes: 0,
+                shelved_ms: cache::now_ms(),
+            };
+            to_save.push((Wanted { name, own }, record));
+        }
+        if to_save.is_empty() {
+            return shelved;
+        }
+        self.tell(ImageEvent::Shelving {
+            images: to_save.len(),
+        });
+        let started = Instant::now();
+        match self.save_to_shelf(docker, to_save).await {
+            Ok(records) => {
+                self.tell(ImageEvent::Shelved {
+                    images: records.len(),
+                    raw: records.iter().map(|r| r.raw_bytes).sum(),
+                    stored: records.iter().map(|r| r.stored_bytes).sum(),
+                    secs: started.elapsed().as_secs_f64(),
+                });
+                shelved.extend(records.into_iter().map(|r| r.name));
+            }
+            Err(e) => self.tell(ImageEvent::ShelfFailed {
+                error: e.to_string(),
+            }),
+        }
+        shelved
+    }
+
+    /// One `docker save` of the wanted images, read as it streams (each
+    /// layer hashed, the wanted ones kept), then an archive per image.
+    async fn save_to_shelf(
+        &self,
+        docker: &bollard::Docker,
+        to_save: Vec<(Wanted, Shelved)>,
+    ) -> Result<Vec<Shelved>, ShelfError> {
+        let names: Vec<String> = to_save.iter().map(|(w, _)| w.name.clone()).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut stream = docker.export_images(&refs);
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, String>>(8);
+        let shelf = self.shelf.clone();
+        let spill = shelf.dir().to_owned();
+        let cutter = tokio::task::spawn_blocking(move || -> Result<Vec<Shelved>, ShelfError> {
+            std::fs::create_dir_all(&spill).map_err(|source| ShelfError::Io {
+                path: spill.clone(),
+                source,
+            })?;
+            let wanted: Vec<Wanted> = to_save.iter().map(|(w, _)| w.clone()).collect();
+            let cut = thin::read_save(ChannelReader::new(rx), &wanted, &spill)?;
+            let mut out = Vec::new();
+            for (w, record) in to_save {
+                out.push(shelf.put(&cut, &w, record)?);
+            }
+            Ok(out)
+        });
+        while let Some(chunk) = stream.next().await {
+            let item = chunk.map_err(|e| e.to_string());
+            let stop = item.is_err();
+            if tx.send(item).await.is_err() || stop {
+                break;
+            }
+        }
+        drop(tx);
+        cutter.await.map_err(|e| ShelfError::Io {
+            path: self.shelf.dir().to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+    }
+}
+
+/// The save's chunks, read as one stream (an engine error ends it with an
+/// error).
+struct ChannelReader {
+    rx: tokio::sync::mpsc::Receiver<Result<Bytes, String>>,
+    chunk: Bytes,
+}
+
+impl ChannelReader {
+    fn new(rx: tokio::sync::mpsc::Receiver<Result<Bytes, String>>) -> ChannelReader {
+        ChannelReader {
+            rx,
+            chunk: Bytes::new(),
+        }
+    }
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.chunk.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(Ok(c)) => self.chunk = c,
+                Some(Err(e)) => return Err(std::io::Error::other(format!("docker save: {e}"))),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.chunk.len());
+        buf[..n].copy_from_slice(&self.chunk[..n]);
+        self.chunk = self.chunk.slice(n..);
+        Ok(n)
+    }
+}
