@@ -110,6 +110,18 @@ fn shelved_instance_images_load_back_instead_of_being_built() {
         assert!(rec["stored_bytes"].as_u64().unwrap() > 0, "{rec}");
     }
 
+    // `patchgrade images` shows the shelf, and counts both instances as
+    // warm: on the shelf over the env the engine holds.
+    let out =
+        w.sb.run(&["images", "--dataset", "dataset.jsonl", "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(exit::OK), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["shelf"]["images"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["shelf"]["groups"][0]["repo"], "acme__widgets", "{v}");
+    assert_eq!(v["cold_run"]["total"]["shelved"], 2, "{v}");
+    assert!(err.contains("on the shelf ("), "{err}");
+
     // Loaded back, not built: the same image id, the same verdict.
     let (again, err) = run("s2", &[a], &[]);
     assert!(

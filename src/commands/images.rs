@@ -18,6 +18,7 @@ use patchgrade::backend::docker::inventory::estimate::{
     estimate, instance_names, unknown_repos, Basis, ColdPlan, RepoPlan, Start, Wanted,
 };
 use patchgrade::backend::docker::inventory::{by_kind, groups, Group, Held, Kind};
+use patchgrade::backend::docker::shelf::{self, Shelf, ShelfGroup, Shelved};
 use patchgrade::backend::docker::{daemon, parse_size};
 use patchgrade::engine::default_cache_dir;
 use patchgrade::runner::schedule::Durations;
@@ -30,10 +31,18 @@ const DISK_NOTE: &str = "disk: each image's own size, what it adds over its near
 struct Report<'a> {
     images: &'a [Held],
     groups: &'a [Group],
+    shelf: ShelfReport<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cold_run: Option<&'a ColdPlan>,
     #[serde(skip_serializing_if = "Option::is_none")]
     eviction: Option<Eviction<'a>>,
+}
+
+#[derive(Serialize)]
+struct ShelfReport<'a> {
+    dir: String,
+    images: &'a [Shelved],
+    groups: &'a [ShelfGroup],
 }
 
 #[derive(Serialize)]
@@ -79,6 +88,10 @@ pub async fn images(args: ImagesArgs) -> Result<(), ExpectedError> {
         .map_err(ExpectedError::infra)?;
     let groups = groups(&held);
     eprint!("{}", holdings_table(&held, &groups));
+    let shelf = Shelf::new(&cache_dir.join("docker"));
+    let shelved = shelf.list();
+    let shelf_groups = shelf::by_repository(&shelved);
+    eprint!("{}", shelf_table(&shelf, &shelf_groups));
 
     let cold = match &wanted {
         Some(w) => {
@@ -95,7 +108,7 @@ pub async fn images(args: ImagesArgs) -> Result<(), ExpectedError> {
             } else {
                 Start::Engine
             };
-            let plan = estimate(w, start, &held, &builds, |id| durations.get(id));
+            let plan = estimate(w, start, &held, &shelved, &builds, |id| durations.get(id));
             let source = args.dataset.as_deref().unwrap_or("dataset".as_ref());
             eprint!(
                 "{}",
@@ -135,6 +148,11 @@ pub async fn images(args: ImagesArgs) -> Result<(), ExpectedError> {
         print_json(&Report {
             images: &held,
             groups: &groups,
+            shelf: ShelfReport {
+                dir: shelf.dir().display().to_string(),
+                images: &shelved,
+                groups: &shelf_groups,
+            },
             cold_run: cold.as_ref(),
             eviction: evicted.as_ref().map(|(plan, removals)| Eviction {
                 dry_run: args.dry_run,
@@ -204,6 +222,33 @@ fn holdings_table(held: &[Held], groups: &[Group]) -> String {
     out
 }
 
+/// The shelf: one line per repository (nothing when it is empty).
+fn shelf_table(shelf: &Shelf, groups: &[ShelfGroup]) -> String {
+    if groups.is_empty() {
+        return String::new();
+    }
+    let (n, raw, stored) = groups.iter().fold((0, 0, 0), |(n, r, s), g| {
+        (n + g.images, r + g.raw_bytes, s + g.stored_bytes)
+    });
+    let mut out = format!(
+        "\non the shelf ({}): {n} instance images, {} of layers in {} of archives\n",
+        shelf.dir().display(),
+        human(raw),
+        human(stored)
+    );
+    let mut rows = vec![cells(&["repository", "images", "layers", "archives"])];
+    for g in groups {
+        rows.push(vec![
+            g.repo.clone(),
+            g.images.to_string(),
+            human(g.raw_bytes),
+            human(g.stored_bytes),
+        ]);
+    }
+    out.push_str(&render(&rows, indented()));
+    out
+}
+
 /// The cold run's estimate: one line per repository, then the total.
 fn cold_table(plan: &ColdPlan, dataset: &str, logs: &str) -> String {
     let t = &plan.total;
@@ -211,8 +256,12 @@ fn cold_table(plan: &ColdPlan, dataset: &str, logs: &str) -> String {
         Start::Engine => "the engine lacks",
         Start::Empty => "to build (from an empty engine)",
     };
+    let shelved = match t.shelved {
+        0 => String::new(),
+        n => format!(" ({n} of them on the shelf)"),
+    };
     let mut out = format!(
-        "\ncold run of {dataset}: {} instances, {} warm, {} to build, and {} parent images {from}\n",
+        "\ncold run of {dataset}: {} instances, {} warm{shelved}, {} to build, and {} parent images {from}\n",
         t.instances, t.warm, t.cold, t.parents
     );
     let mut rows = vec![cells(&[

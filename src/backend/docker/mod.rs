@@ -22,6 +22,7 @@
 pub mod archive;
 pub mod cache;
 pub mod capped;
+pub mod chunks;
 pub mod containers;
 pub mod daemon;
 pub mod engine;
@@ -337,8 +338,9 @@ pub struct DockerBackend {
     events: Mutex<Option<ImageEvents>>,
     /// `<cache>/docker/shelf`.
     shelf: shelf::Shelf,
-    /// The image each instance image of this run is built on (to shelve it).
-    parents: Mutex<HashMap<String, String>>,
+    /// The image each instance image of this run is built on, and its
+    /// dataset repository (to shelve it).
+    parents: Mutex<HashMap<String, (String, String)>>,
     /// Instance images this run loaded from the shelf.
     unshelved: Mutex<HashSet<String>>,
 }

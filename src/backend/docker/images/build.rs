@@ -15,6 +15,7 @@ use super::plans::{base_plan, env_plan_on, instance_plan, EnvInputs, ImagePlan, 
 use super::python::{python_image_name, python_plan};
 use super::toolchain::{toolchain_image_name, toolchain_plan, ChosenToolchain};
 use super::{bootstrap_image, namespace_image, Suite, Tier, BOOTSTRAP_SCRIPT};
+use crate::backend::docker::chunks::{ChunkSender, CHUNKS_IN_FLIGHT};
 use crate::backend::docker::events::ImageEvent;
 use crate::backend::docker::{
     io_err, locked, ChosenPython, DockerBackend, DockerEnv, DockerError, PullFailure, API_TIMEOUT,
@@ -58,6 +59,22 @@ pub(crate) fn ca_bundle(flag: Option<&str>) -> Result<Option<(PathBuf, Vec<u8>)>
     };
     let data = std::fs::read(&path).map_err(io_err(&path))?;
     Ok(Some((path, data)))
+}
+
+/// What an instance image is built on, and whose it is (for the shelf).
+pub(super) struct Over<'a> {
+    pub parent: &'a str,
+    /// `owner/name`.
+    pub repo: &'a str,
+}
+
+impl<'a> Over<'a> {
+    pub fn new(parent: &'a str, inst: &'a Instance) -> Over<'a> {
+        Over {
+            parent,
+            repo: &inst.repo,
+        }
+    }
 }
 
 impl DockerBackend {
@@ -130,10 +147,9 @@ impl DockerBackend {
             None => {
                 let plan = instance_plan(&env.name, &inst.instance_id, spec, tree, submodules);
                 let name = plan.name.clone();
+                let over = Over::new(&env.name, inst);
                 let built = self
-                    .ensure_over(Tier::Instance, &name, Some(&env.name), || async {
-                        Ok(plan)
-                    })
+                    .ensure_over(Tier::Instance, &name, Some(over), || async { Ok(plan) })
                     .await?;
                 (name, built)
             }
@@ -500,13 +516,14 @@ impl DockerBackend {
         self.ensure_over(tier, name, None, make).await
     }
 
-    /// [`Self::ensure_named`] for an instance image built on `parent`:
-    /// one the engine lacks is loaded from the shelf when it is there.
+    /// [`Self::ensure_named`] for an instance image of `over.repo` built on
+    /// `over.parent`: one the engine lacks is loaded from the shelf when it
+    /// is there.
     pub(super) async fn ensure_over<F, Fut>(
         &self,
         tier: Tier,
         name: &str,
-        parent: Option<&str>,
+        over: Option<Over<'_>>,
         make: F,
     ) -> Result<(String, Option<String>), DockerError>
     where
@@ -516,8 +533,9 @@ impl DockerBackend {
         let lock = self.lock_for(name);
         let _g = lock.lock().await;
         let fresh = locked(&self.built).contains(name);
-        if let Some(parent) = parent {
-            locked(&self.parents).insert(name.to_string(), parent.to_string());
+        if let Some(o) = &over {
+            let known = (o.parent.to_string(), o.repo.to_string());
+            locked(&self.parents).insert(name.to_string(), known);
         }
         if !self.args.force_rebuild || fresh {
             if let Some(found) = self.inspect(name).await? {
@@ -525,8 +543,8 @@ impl DockerBackend {
                 self.tell(ImageEvent::Looked { tier, hit: true });
                 return Ok(found);
             }
-            if let Some(parent) = parent {
-                if let Some(found) = self.unshelve(name, parent).await {
+            if let Some(o) = &over {
+                if let Some(found) = self.unshelve(name, o.parent).await {
                     self.note_used(tier, name);
                     self.tell(ImageEvent::Looked { tier, hit: true });
                     return Ok(found);
@@ -574,16 +592,11 @@ impl DockerBackend {
         let mut log = std::fs::File::create(&log_path).map_err(io_err(&log_path))?;
         tracing::info!("building {}", plan.name);
         let started = Instant::now();
-        // The context streams to the engine as it is made: built in memory
-        // first, a django tree's context took 110 MB of heap (the growing
-        // buffer and a copy).
-        let (tx, rx) = tokio::sync::mpsc::channel(CONTEXT_CHUNKS);
+        // The context streams to the engine as it is made (`chunks`).
+        let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
         let plan2 = plan.clone();
         let producer = tokio::task::spawn_blocking(move || {
-            let w = ChunkSender {
-                tx: tx.clone(),
-                buf: Vec::new(),
-            };
+            let w = ChunkSender::new(tx.clone());
             let made = plan2
                 .write_context(w)
                 .and_then(|w| w.send().map_err(super::ImageError::Tar));
@@ -675,51 +688,5 @@ impl DockerBackend {
                 self.args.build_timeout
             ))),
         }
-    }
-}
-
-/// Chunks of the build context in flight to the engine, at most.
-const CONTEXT_CHUNKS: usize = 8;
-/// Size of one chunk.
-const CONTEXT_CHUNK: usize = 256 << 10;
-
-/// A `Write` that sends the build context to the engine in chunks (from a
-/// blocking task, through a bounded channel).
-struct ChunkSender {
-    tx: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>,
-    buf: Vec<u8>,
-}
-
-impl ChunkSender {
-    /// What is left, sent.
-    fn send(mut self) -> std::io::Result<()> {
-        self.flush_chunk()
-    }
-
-    fn flush_chunk(&mut self) -> std::io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = bytes::Bytes::from(std::mem::take(&mut self.buf));
-        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::BrokenPipe,
-                "the engine stopped reading the build context",
-            )
-        })
-    }
-}
-
-impl std::io::Write for ChunkSender {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        if self.buf.len() >= CONTEXT_CHUNK {
-            self.flush_chunk()?;
-        }
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use super::build::Over;
 use super::plans::{delta_instance_plan, snapshot_plan, TreeSource};
 use super::{snapshot, ImageError, Tier};
 use crate::backend::docker::{DockerBackend, DockerError};
@@ -155,22 +156,27 @@ impl DockerBackend {
         let name = plan.name.clone();
         let snap_name = snap.name.clone();
         let found = self
-            .ensure_over(Tier::Instance, &name, Some(&snap_name), || async move {
-                self.ensure_built(&snap).await?;
-                tokio::task::spawn_blocking(move || {
-                    let git = |source| ImageError::Git {
-                        what: format!("the changes from tree {anchor} to {}", base.tree),
-                        source,
-                    };
-                    let r = git2::Repository::open_bare(&base.repo).map_err(git)?;
-                    let delta = snapshot::tree_delta(&r, anchor, base.tree).map_err(git)?;
-                    let pack =
-                        snapshot::missing_objects_pack(&r, anchor, base.tree).map_err(git)?;
-                    Ok(plan.with_delta(base.repo.clone(), delta, pack))
-                })
-                .await
-                .map_err(|e| DockerError::Config(format!("instance delta task: {e}")))?
-            })
+            .ensure_over(
+                Tier::Instance,
+                &name,
+                Some(Over::new(&snap_name, inst)),
+                || async move {
+                    self.ensure_built(&snap).await?;
+                    tokio::task::spawn_blocking(move || {
+                        let git = |source| ImageError::Git {
+                            what: format!("the changes from tree {anchor} to {}", base.tree),
+                            source,
+                        };
+                        let r = git2::Repository::open_bare(&base.repo).map_err(git)?;
+                        let delta = snapshot::tree_delta(&r, anchor, base.tree).map_err(git)?;
+                        let pack =
+                            snapshot::missing_objects_pack(&r, anchor, base.tree).map_err(git)?;
+                        Ok(plan.with_delta(base.repo.clone(), delta, pack))
+                    })
+                    .await
+                    .map_err(|e| DockerError::Config(format!("instance delta task: {e}")))?
+                },
+            )
             .await?;
         Ok((name, found))
     }

@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use super::super::images::name_part;
 use super::super::images::plans::instance_repository;
+use super::super::shelf::Shelved;
 use super::builds::Builds;
 use super::{repo_key, repository, Held, Kind};
 
@@ -35,6 +36,9 @@ pub struct Wanted {
 pub enum Basis {
     /// Its image is in the engine: nothing to build.
     Warm,
+    /// Its image is on the shelf over a parent the engine holds: loaded,
+    /// not built.
+    Shelved,
     /// Its own last recorded build.
     Own,
     /// The mean of the latest builds of its repository's other instances.
@@ -80,7 +84,9 @@ pub struct ParentNeed {
 pub struct RepoPlan {
     pub repo: String,
     pub instances: usize,
+    /// Nothing to build: in the engine, or on the shelf (`shelved` of them).
     pub warm: usize,
+    pub shelved: usize,
     pub cold: usize,
     /// Seconds of its cold instance images and of the parents counted
     /// here; `unknown` of them have no record.
@@ -125,12 +131,14 @@ pub enum Start {
     Empty,
 }
 
-/// The plan for `wanted` from `start`, with the engine holding `held` and
-/// the builds recorded; `tests` gives an instance's last test seconds.
+/// The plan for `wanted` from `start`, with the engine holding `held`, the
+/// shelf holding `shelved` and the builds recorded; `tests` gives an
+/// instance's last test seconds.
 pub fn estimate(
     wanted: &[Wanted],
     start: Start,
     held: &[Held],
+    shelved: &[Shelved],
     builds: &Builds,
     tests: impl Fn(&str) -> Option<f64>,
 ) -> ColdPlan {
@@ -163,6 +171,24 @@ pub fn estimate(
             Start::Engine => by_repository.get(own_repository.as_str()),
             Start::Empty => None,
         };
+        // Loadable from the shelf: its parent is in the engine as it was.
+        let on_shelf = shelved
+            .iter()
+            .find(|s| repository(&s.name) == own_repository && names.contains(s.parent.as_str()));
+        if let (None, Some(s)) = (warm, on_shelf) {
+            row.warm += 1;
+            row.shelved += 1;
+            instances.push(InstanceNeed {
+                id: w.id.clone(),
+                repo,
+                image: Some(s.name.clone()),
+                basis: Basis::Shelved,
+                seconds: Some(0.0),
+                bytes: Some(0),
+                tests: tests(&w.id),
+            });
+            continue;
+        }
         if let Some(h) = warm {
             row.warm += 1;
             instances.push(InstanceNeed {
@@ -266,6 +292,7 @@ pub fn estimate(
     for r in &repos {
         total.instances += r.instances;
         total.warm += r.warm;
+        total.shelved += r.shelved;
         total.cold += r.cold;
         total.build_seconds += r.build_seconds;
         total.unknown_seconds += r.unknown_seconds;

@@ -66,7 +66,7 @@ fn warm_cold_recorded_and_unknown() {
         want("other__x-1", "other/x"),
     ];
     let tests = |id: &str| (id == "acme__w-2").then_some(3.5);
-    let plan = estimate(&wanted, Start::Engine, &h, &b, tests);
+    let plan = estimate(&wanted, Start::Engine, &h, &[], &b, tests);
     let basis: Vec<Basis> = plan.instances.iter().map(|i| i.basis).collect();
     assert_eq!(
         basis,
@@ -102,13 +102,13 @@ fn warm_cold_recorded_and_unknown() {
     let mut failed = build(&format!("patchgrade.eval.{a}.other__x-1:f"), None, 2.0, 1);
     failed.failed = true;
     b.insert(failed);
-    let plan = estimate(&wanted[3..], Start::Engine, &h, &b, tests);
+    let plan = estimate(&wanted[3..], Start::Engine, &h, &[], &b, tests);
     assert_eq!(plan.instances[0].basis, Basis::Failed);
     assert_eq!(plan.instances[0].seconds, None);
 
     // From an empty engine: instance 1 is built too (its own record), and
     // the base under the env, held now, is needed as well.
-    let plan = estimate(&wanted[..2], Start::Empty, &h, &b, tests);
+    let plan = estimate(&wanted[..2], Start::Empty, &h, &[], &b, tests);
     assert_eq!(plan.total.warm, 0);
     assert_eq!(plan.instances[0].seconds, Some(4.0));
     let parents: Vec<&str> = plan.parents.iter().map(|p| p.name.as_str()).collect();
@@ -116,4 +116,55 @@ fn warm_cold_recorded_and_unknown() {
     // The base has no build recorded: unknown seconds; its size is known.
     assert_eq!(plan.parents[0].seconds, None);
     assert_eq!(plan.parents[0].bytes, Some(100));
+}
+
+#[test]
+fn a_shelved_instance_is_loaded_only_over_the_parent_it_was_shelved_on() {
+    let a = arch();
+    let env = format!("patchgrade.env.py3.9.{a}.bookworm:e");
+    let h = held(
+        vec![Listed {
+            name: env.clone(),
+            id: "1".into(),
+            size: 100,
+            layers: vec!["r".into()],
+            in_use: false,
+        }],
+        &HashMap::new(),
+    );
+    let shelved = |id: &str, parent: &str| Shelved {
+        name: format!("patchgrade.eval.{a}.{id}:t"),
+        id: "sha256:x".into(),
+        layers: vec!["r".into(), "o".into()],
+        own: 1,
+        parent: parent.into(),
+        repo: "acme/w".into(),
+        raw_bytes: 10,
+        stored_bytes: 4,
+        shelved_ms: 0,
+    };
+    let shelf = [
+        shelved("acme__w-1", &env),
+        shelved(
+            "acme__w-2",
+            &format!("patchgrade.env.py3.9.{a}.bookworm:gone"),
+        ),
+    ];
+    let mut b = Builds::default();
+    b.insert(build(
+        &format!("patchgrade.eval.{a}.acme__w-2:t"),
+        Some(&env),
+        7.0,
+        1,
+    ));
+    let wanted = [want("acme__w-1", "acme/w"), want("acme__w-2", "acme/w")];
+    let plan = estimate(&wanted, Start::Engine, &h, &shelf, &b, |_| None);
+    let basis: Vec<Basis> = plan.instances.iter().map(|i| i.basis).collect();
+    assert_eq!(basis, [Basis::Shelved, Basis::Own]);
+    assert_eq!(plan.instances[0].seconds, Some(0.0));
+    let w = &plan.repos[0];
+    assert_eq!((w.warm, w.shelved, w.cold), (1, 1, 1));
+    // From an empty engine the shelf is no help: its parents are rebuilt.
+    let plan = estimate(&wanted, Start::Empty, &h, &shelf, &b, |_| None);
+    assert_eq!(plan.total.shelved, 0);
 }

@@ -31,6 +31,8 @@ pub struct Shelved {
     pub own: usize,
     /// The image it was built on when shelved.
     pub parent: String,
+    /// The dataset repository of its instance (`owner/name`).
+    pub repo: String,
     /// Bytes of its own layers, uncompressed.
     pub raw_bytes: u64,
     /// Bytes of the archive.
@@ -190,6 +192,36 @@ impl Shelf {
     }
 }
 
+/// One repository's shelved images.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShelfGroup {
+    /// `owner__name`.
+    pub repo: String,
+    pub images: usize,
+    pub raw_bytes: u64,
+    pub stored_bytes: u64,
+}
+
+/// `shelved` per repository, by name.
+pub fn by_repository(shelved: &[Shelved]) -> Vec<ShelfGroup> {
+    let mut groups: std::collections::BTreeMap<String, ShelfGroup> = Default::default();
+    for s in shelved {
+        let repo = s.repo.replace('/', "__");
+        let g = groups
+            .entry(repo.to_string())
+            .or_insert_with(|| ShelfGroup {
+                repo: repo.to_string(),
+                images: 0,
+                raw_bytes: 0,
+                stored_bytes: 0,
+            });
+        g.images += 1;
+        g.raw_bytes += s.raw_bytes;
+        g.stored_bytes += s.stored_bytes;
+    }
+    groups.into_values().collect()
+}
+
 /// zstd's default level: 29-47% of the layers' size on a sample of
 /// Verified's instance layers (docs/verified.md, session 19), at hundreds
 /// of MB/s on one core.
@@ -206,6 +238,7 @@ mod tests {
             layers: vec!["sha256:p".into(), "sha256:o".into()],
             own: 1,
             parent: "env:1".into(),
+            repo: "a/b".into(),
             raw_bytes: 0,
             stored_bytes: 0,
             shelved_ms: 0,
@@ -229,6 +262,28 @@ mod tests {
         assert_eq!(record(name).parent_layers(), ["sha256:p"]);
         shelf.remove(name);
         assert_eq!(shelf.find(name).unwrap(), None);
+        let mut other = record("patchgrade.eval.x86_64.a__b-2:d");
+        other.stored_bytes = 5;
+        let mut third = record("patchgrade.eval.x86_64.c__d-7:e");
+        third.repo = "c/d".into();
+        third.raw_bytes = 9;
+        assert_eq!(
+            by_repository(&[record(name), other, third]),
+            [
+                ShelfGroup {
+                    repo: "a__b".into(),
+                    images: 2,
+                    raw_bytes: 0,
+                    stored_bytes: 5
+                },
+                ShelfGroup {
+                    repo: "c__d".into(),
+                    images: 1,
+                    raw_bytes: 9,
+                    stored_bytes: 0
+                }
+            ]
+        );
         std::fs::write(&rec, b"{").unwrap();
         std::fs::write(&archive, b"x").unwrap();
         assert!(matches!(shelf.find(name), Err(ShelfError::Record { .. })));

@@ -12,12 +12,10 @@ use futures_util::StreamExt;
 
 use super::thin::{self, Wanted};
 use super::{ShelfError, Shelved};
+use crate::backend::docker::chunks::{ChunkSender, CHUNKS_IN_FLIGHT};
 use crate::backend::docker::engine::call;
 use crate::backend::docker::events::ImageEvent;
 use crate::backend::docker::{cache, locked, DockerBackend};
-
-/// Bytes a chunk of an archive is sent to the engine in.
-const CHUNK: usize = 1 << 20;
 
 impl DockerBackend {
     /// `name` loaded from the shelf: its id and digest, or None when it is
@@ -76,31 +74,16 @@ impl DockerBackend {
     /// then checks the image is there with its id.
     async fn load_archive(&self, record: &Shelved) -> Result<(String, Option<String>), String> {
         let (archive, _) = self.shelf.paths(&record.name);
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+        let (tx, mut rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
         let reader = tokio::task::spawn_blocking(move || {
-            let decoded = std::fs::File::open(&archive).and_then(zstd::Decoder::new);
-            let mut z = match decoded {
-                Ok(z) => z,
-                Err(e) => {
-                    let _ = tx.blocking_send(Err(e));
-                    return;
-                }
-            };
-            loop {
-                let mut buf = vec![0u8; CHUNK];
-                match z.read(&mut buf) {
-                    Ok(0) => return,
-                    Ok(n) => {
-                        buf.truncate(n);
-                        if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        let _ = tx.blocking_send(Err(e));
-                        return;
-                    }
-                }
+            let mut to_engine = ChunkSender::new(tx.clone());
+            let sent = std::fs::File::open(&archive)
+                .and_then(zstd::Decoder::new)
+                .and_then(|mut z| std::io::copy(&mut z, &mut to_engine))
+                .and_then(|_| to_engine.send());
+            if let Err(e) = sent {
+                // The engine must not take a cut archive for a whole one.
+                let _ = tx.blocking_send(Err(e));
             }
         });
         let body = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
@@ -161,7 +144,7 @@ impl DockerBackend {
         let mut shelved = Vec::new();
         let mut to_save: Vec<(Wanted, Shelved)> = Vec::new();
         for name in used {
-            let Some(parent) = parents.get(&name) else {
+            let Some((parent, repo)) = parents.get(&name) else {
                 continue;
             };
             let (Some((id, layers)), Some((_, under))) = (
@@ -184,6 +167,7 @@ impl DockerBackend {
                 own: own.len(),
                 layers,
                 parent: parent.clone(),
+                repo: repo.clone(),
                 raw_bytes: 0,
                 stored_bytes: 0,
                 shelved_ms: cache::now_ms(),
