@@ -360,6 +360,13 @@ impl DockerBackend {
                 "--force-rebuild builds images locally; it cannot be used with --namespace".into(),
             ));
         }
+        if args.shelve
+            && (args.namespace.is_some() || args.cache_level == Some(CacheLevel::Instance))
+        {
+            return Err(DockerError::Config(
+                "--shelve moves the instance images patchgrade built out of the engine; it cannot be used with --namespace or --cache-level instance".into(),
+            ));
+        }
         if args.pids_limit < 16 {
             return Err(DockerError::Config(format!(
                 "--pids-limit {} is too small to run a test suite",

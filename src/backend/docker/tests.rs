@@ -1,13 +1,11 @@
 use super::*;
 
 fn backend(d: &Path, python_dirs: Vec<PythonDir>) -> DockerBackend {
-    let repos = RepoCache::new(crate::repo::RepoSources {
-        cache: d.join("cache"),
-        mirror_dir: None,
-        export_dirs: vec![],
-        url_template: String::new(),
-    });
-    let opts = DockerOptions {
+    backend_with(d, options(python_dirs)).unwrap()
+}
+
+fn options(python_dirs: Vec<PythonDir>) -> DockerOptions {
+    DockerOptions {
         namespace: None,
         instance_image_tag: "latest".into(),
         base_image: "none".into(),
@@ -22,9 +20,38 @@ fn backend(d: &Path, python_dirs: Vec<PythonDir>) -> DockerBackend {
         pids_limit: 64,
         build_timeout: 60,
         python_dirs,
-    };
+    }
+}
+
+fn backend_with(d: &Path, opts: DockerOptions) -> Result<DockerBackend, DockerError> {
+    let repos = RepoCache::new(crate::repo::RepoSources {
+        cache: d.join("cache"),
+        mirror_dir: None,
+        export_dirs: vec![],
+        url_template: String::new(),
+    });
     let rundir = crate::rundir::RunDir::new(&d.join("logs/run_evaluation"), "t");
-    DockerBackend::new(opts, &d.join("cache"), &rundir, repos).unwrap()
+    DockerBackend::new(opts, &d.join("cache"), &rundir, repos)
+}
+
+#[test]
+fn shelve_is_refused_where_it_would_contradict_another_flag() {
+    let d = tempfile::tempdir().unwrap();
+    let with = |level: Option<CacheLevel>, namespace: Option<&str>| {
+        let mut o = options(Vec::new());
+        o.shelve = true;
+        o.cache_level = level;
+        o.namespace = namespace.map(String::from);
+        backend_with(d.path(), o).err().map(|e| e.to_string())
+    };
+    assert_eq!(with(Some(CacheLevel::Env), None), None);
+    assert_eq!(with(None, None), None);
+    for refused in [
+        with(Some(CacheLevel::Instance), None),
+        with(None, Some("ns")),
+    ] {
+        assert!(refused.is_some_and(|e| e.contains("--shelve")));
+    }
 }
 
 #[test]
