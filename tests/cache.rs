@@ -46,21 +46,6 @@ fn noise(n: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// A shared flock on the cache folder's lease file, as a live run holds it.
-fn hold_lease(path: &std::path::Path) -> std::fs::File {
-    use std::os::fd::AsRawFd;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .unwrap();
-    // SAFETY: flock(2) on a descriptor this function owns.
-    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) }, 0);
-    file
-}
-
 /// The bytes the cache held when the run started, from its first line.
 fn usage_at_start(stderr: &str) -> u64 {
     let line = stderr

@@ -112,21 +112,6 @@ fn build_log(logs: &Path, tier: &str, name: &str, from: &str, secs: f64) {
     .unwrap();
 }
 
-fn hold_lease(path: &Path) -> std::fs::File {
-    use std::os::fd::AsRawFd;
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .unwrap();
-    // SAFETY: flock(2) on a descriptor this function owns.
-    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) }, 0);
-    file
-}
-
 fn images_json(sb: &Sandbox, extra: &[&str]) -> (Value, String, Option<i32>) {
     let mut args = vec![
         "images",

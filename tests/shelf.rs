@@ -156,4 +156,14 @@ fn shelved_instance_images_load_back_instead_of_being_built() {
     assert!(err.contains("0 instance images reused, 1 built"), "{err}");
     assert_eq!(rebuilt[0].0, first[1].0, "{err}");
     assert!(shelf_record(&w.sb.cache(), &first[1].0).is_none(), "{err}");
+
+    // Another run of this cache folder is going (its lease is held here):
+    // b is shelved, but stays in the engine, as eviction would.
+    let lease = hold_lease(&w.sb.cache().join("docker/images.lock"));
+    let (_, err) = run("s5", &[b], &["--shelve"]);
+    assert!(err.contains("shelved 1 instance images"), "{err}");
+    assert!(err.contains("eviction left to the last run"), "{err}");
+    assert!(image_present(&first[1].0), "{err}");
+    assert!(shelf_record(&w.sb.cache(), &first[1].0).is_some(), "{err}");
+    drop(lease);
 }

@@ -484,3 +484,20 @@ pub fn image_of(record: &Value) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// A shared flock on a cache folder's lease file (`<cache>/docker/images.lock`),
+/// as a live run holds it.
+pub fn hold_lease(path: &std::path::Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap();
+    // SAFETY: flock(2) on a descriptor this function owns.
+    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) }, 0);
+    file
+}

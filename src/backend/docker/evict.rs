@@ -59,7 +59,7 @@ impl DockerBackend {
 
     /// Whether this run may evict: no other run holds the lease. Without a
     /// lease (it could not be taken) the run evicts as before.
-    fn sole_user(&self) -> bool {
+    pub(super) fn sole_user(&self) -> bool {
         match locked(&self.lease).as_ref() {
             Some(file) => flock(file, libc::LOCK_EX | libc::LOCK_NB).unwrap_or(true),
             None => true,

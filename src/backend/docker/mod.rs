@@ -585,11 +585,17 @@ impl DockerBackend {
         let mut removed = 0;
         if self.args.shelve {
             let shelved = self.shelve_used().await;
-            let gone = self
-                .remove_images(&conn.docker, vec![shelved], "--shelve: on the shelf")
-                .await;
-            removed += gone.len();
-            locked(&self.used).retain(|u| !gone.contains(&u.name));
+            // As with eviction: another run of this cache folder may be
+            // about to use them.
+            if self.sole_user() {
+                let gone = self
+                    .remove_images(&conn.docker, vec![shelved], "--shelve: on the shelf")
+                    .await;
+                removed += gone.len();
+                locked(&self.used).retain(|u| !gone.contains(&u.name));
+            } else if !shelved.is_empty() {
+                self.tell(ImageEvent::EvictionLeft);
+            }
         }
         removed += match self.args.cache_level {
             Some(level) => self.remove_per_level(conn, level).await,
