@@ -17,6 +17,12 @@ use crate::backend::docker::engine::call;
 use crate::backend::docker::events::ImageEvent;
 use crate::backend::docker::{cache, locked, DockerBackend};
 
+/// Limit on one save to the shelf or one load from it. Docker 20.10 writes
+/// a whole `docker save` to its data root before it sends anything (the 275
+/// images of a django and sphinx run timed out at the client's default 120
+/// s).
+const SHELF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl DockerBackend {
     /// `name` loaded from the shelf: its id and digest, or None when it is
     /// not shelved, or the engine lacks its parent `parent`'s layers (the
@@ -88,6 +94,7 @@ impl DockerBackend {
         });
         let body = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
         let docker = self.docker().await.map_err(|e| e.to_string())?;
+        let docker = docker.clone().with_timeout(SHELF_TIMEOUT);
         let opts = ImportImageOptionsBuilder::default().quiet(true).build();
         let mut load = docker.import_image_stream(opts, body, None);
         let mut failed = None;
@@ -207,6 +214,9 @@ impl DockerBackend {
     ) -> Result<Vec<Shelved>, ShelfError> {
         let names: Vec<String> = to_save.iter().map(|(w, _)| w.name.clone()).collect();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        // The engine writes the whole save to its own disk before the
+        // first byte is sent: minutes, past the client's default timeout.
+        let docker = docker.clone().with_timeout(SHELF_TIMEOUT);
         let mut stream = docker.export_images(&refs);
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, String>>(8);
         let shelf = self.shelf.clone();
