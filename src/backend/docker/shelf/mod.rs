@@ -145,6 +145,26 @@ impl Shelf {
         out
     }
 
+    /// Removes the spill files a killed shelving left (`.layer-<pid>-<n>.tar`
+    /// of a process that is gone).
+    pub fn clear_stale_spills(&self) {
+        let Ok(files) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for f in files.flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix(".layer-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(pid) = pid {
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = std::fs::remove_file(f.path());
+                }
+            }
+        }
+    }
+
     /// Removes `name` from the shelf (the record first: an archive alone is
     /// ignored).
     pub fn remove(&self, name: &str) {
@@ -287,5 +307,15 @@ mod tests {
         std::fs::write(&rec, b"{").unwrap();
         std::fs::write(&archive, b"x").unwrap();
         assert!(matches!(shelf.find(name), Err(ShelfError::Record { .. })));
+
+        // A killed shelving's spill file goes; a live process's stays.
+        let dead = shelf.dir().join(".layer-4194305-0.tar");
+        let live = shelf
+            .dir()
+            .join(format!(".layer-{}-0.tar", std::process::id()));
+        std::fs::write(&dead, b"x").unwrap();
+        std::fs::write(&live, b"x").unwrap();
+        shelf.clear_stale_spills();
+        assert!(!dead.exists() && live.exists());
     }
 }

@@ -226,6 +226,7 @@ impl DockerBackend {
                 path: spill.clone(),
                 source,
             })?;
+            shelf.clear_stale_spills();
             let wanted: Vec<Wanted> = to_save.iter().map(|(w, _)| w.clone()).collect();
             let cut = thin::read_save(ChannelReader::new(rx), &wanted, &spill)?;
             let mut out = Vec::new();
