@@ -47,7 +47,9 @@ impl DockerBackend {
         let docker = self.docker().await.ok()?;
         let layers = match call("inspect image", docker.inspect_image(parent)).await {
             Ok(i) => i.root_fs.and_then(|r| r.layers).unwrap_or_default(),
-            // The parent is built first; the instance is built over it.
+            // No parent to load it over: both are built (the parent with new
+            // layers, which makes the record stale; a later --shelve
+            // replaces it).
             Err(_) => return None,
         };
         if layers != record.parent_layers() {
