@@ -11,27 +11,12 @@
 mod common;
 
 use patchgrade::exit;
-use std::process::Command;
 
 use common::layers::tagged_ancestors;
 use common::widgets::*;
 use common::*;
 
 const SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
-
-fn docker_answers() -> bool {
-    Command::new("docker")
-        .args(["version", "--format", "{{.Server.Version}}"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn image_present(name: &str) -> bool {
-    Command::new("docker")
-        .args(["image", "inspect", "--format", "{{.Id}}", name])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 /// `n` bytes that do not compress, different per `seed`.
 fn noise(n: usize, seed: u64) -> Vec<u8> {

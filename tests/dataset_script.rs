@@ -10,7 +10,6 @@
 mod common;
 
 use patchgrade::exit;
-use std::process::Command;
 
 use common::widgets::*;
 use common::*;
@@ -44,13 +43,6 @@ fn sha256(text: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-fn docker_answers() -> bool {
-    Command::new("docker")
-        .args(["version", "--format", "{{.Server.Version}}"])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 fn row(w: &Widgets, id: &str, script: Option<&str>) -> Value {

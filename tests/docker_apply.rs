@@ -17,13 +17,6 @@ use common::*;
 
 const SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
 
-fn docker_answers() -> bool {
-    Command::new("docker")
-        .args(["version", "--format", "{{.Server.Version}}"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn docker_in_memory_apply_matches_the_checkout_apply() {
     if !available(

@@ -608,11 +608,11 @@ fn select_and_validate_reuse_the_setup_and_exit_4_on_environment_failures() {
 /// Whether the Docker engine answers; without it the test skips, unless
 /// PATCHGRADE_REQUIRE_DOCKER=1 makes that a failure.
 fn docker_answers() -> bool {
-    let ok = Command::new("docker")
-        .args(["version", "--format", "{{.Server.Version}}"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    common::available("a Docker engine", "PATCHGRADE_REQUIRE_DOCKER", ok)
+    common::available(
+        "a Docker engine",
+        "PATCHGRADE_REQUIRE_DOCKER",
+        common::docker_answers(),
+    )
 }
 
 /// The scenario on the Docker backend: the audit reuses the backend

@@ -189,13 +189,6 @@ const SPEC_NO_PY: &str = "repo: acme/review\nversions:\n  \"*\":\n    test_cmd: 
 const TESTS: &str = "import unittest\nfrom pkg.mod import clamp\n\n\nclass TestClamp(unittest.TestCase):\n    def test_low(self):\n        self.assertEqual(clamp(-5, 0, 3), 0)\n";
 const WRONG_MOD: &str = "\"\"\"Clamp helpers.\"\"\"\n\n\ndef clamp(x, lo, hi):\n    return min(hi - 1, max(lo, x))\n\n\ndef describe(x):\n    import os\n    return \"value %s\" % x\n";
 
-fn docker_answers() -> bool {
-    std::process::Command::new("docker")
-        .args(["version", "--format", "{{.Server.Version}}"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 fn findings(review: &Value) -> Vec<(String, String, Vec<u64>)> {
     review["review"]["findings"]
         .as_array()

@@ -11,26 +11,11 @@ mod common;
 
 use patchgrade::exit;
 use serde_json::Value;
-use std::process::Command;
 
 use common::widgets::*;
 use common::*;
 
 const SPEC: &str = "repo: acme/widgets\nversions:\n  \"*\":\n    python: \"3.11\"\n    test_cmd: python3 -m unittest -v\n    log_parser: unittest\n";
-
-fn docker_answers() -> bool {
-    Command::new("docker")
-        .args(["version", "--format", "{{.Server.Version}}"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn image_present(name: &str) -> bool {
-    Command::new("docker")
-        .args(["image", "inspect", "--format", "{{.Id}}", name])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 /// The shelf record of image `name` (`repository:tag`) in `cache`, if any.
 fn shelf_record(cache: &std::path::Path, name: &str) -> Option<Value> {

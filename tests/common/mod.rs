@@ -501,3 +501,19 @@ pub fn hold_lease(path: &std::path::Path) -> std::fs::File {
     assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) }, 0);
     file
 }
+
+/// Whether a Docker engine answers (`docker version` reaches the server).
+pub fn docker_answers() -> bool {
+    std::process::Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Whether the engine holds image `name`.
+pub fn image_present(name: &str) -> bool {
+    std::process::Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", name])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}

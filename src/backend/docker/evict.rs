@@ -187,7 +187,7 @@ impl DockerBackend {
     }
 
     /// The index entry of an image now in the engine (time not set).
-    async fn entry_of(&self, docker: &Docker, name: &str) -> Option<Entry> {
+    pub(super) async fn entry_of(&self, docker: &Docker, name: &str) -> Option<Entry> {
         match call("inspect image", docker.inspect_image(name)).await {
             Ok(i) => Some(Entry {
                 id: i.id.unwrap_or_default(),

@@ -171,31 +171,24 @@ pub fn estimate(
             Start::Engine => by_repository.get(own_repository.as_str()),
             Start::Empty => None,
         };
-        // Loadable from the shelf: its parent is in the engine as it was.
-        let on_shelf = shelved
-            .iter()
-            .find(|s| repository(&s.name) == own_repository && names.contains(s.parent.as_str()));
-        if let (None, Some(s)) = (warm, on_shelf) {
+        // Else loadable from the shelf: its parent is in the engine as it was.
+        let on_shelf = || {
+            shelved.iter().find(|s| {
+                repository(&s.name) == own_repository && names.contains(s.parent.as_str())
+            })
+        };
+        let found = match warm {
+            Some(h) => Some((h.name.clone(), Basis::Warm)),
+            None => on_shelf().map(|s| (s.name.clone(), Basis::Shelved)),
+        };
+        if let Some((image, basis)) = found {
             row.warm += 1;
-            row.shelved += 1;
+            row.shelved += usize::from(basis == Basis::Shelved);
             instances.push(InstanceNeed {
                 id: w.id.clone(),
                 repo,
-                image: Some(s.name.clone()),
-                basis: Basis::Shelved,
-                seconds: Some(0.0),
-                bytes: Some(0),
-                tests: tests(&w.id),
-            });
-            continue;
-        }
-        if let Some(h) = warm {
-            row.warm += 1;
-            instances.push(InstanceNeed {
-                id: w.id.clone(),
-                repo,
-                image: Some(h.name.clone()),
-                basis: Basis::Warm,
+                image: Some(image),
+                basis,
                 seconds: Some(0.0),
                 bytes: Some(0),
                 tests: tests(&w.id),

@@ -3,6 +3,7 @@
 //! instance images a `--shelve` run used, saved in one `docker save` and
 //! cut into thin archives).
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::time::Instant;
 
@@ -138,30 +139,25 @@ impl DockerBackend {
         let Ok(docker) = self.docker().await else {
             return Vec::new();
         };
-        let layers_of = |name: String| {
-            let docker = docker.clone();
-            async move {
-                call("inspect image", docker.inspect_image(&name))
-                    .await
-                    .ok()
-                    .map(|i| {
-                        let layers = i.root_fs.and_then(|r| r.layers).unwrap_or_default();
-                        (i.id.unwrap_or_default(), layers)
-                    })
-            }
-        };
+        // Many instance images share a parent (a snapshot, an env).
+        let mut parent_layers: HashMap<String, Option<Vec<String>>> = HashMap::new();
         let mut shelved = Vec::new();
         let mut to_save: Vec<(Wanted, Shelved)> = Vec::new();
         for name in used {
             let Some((parent, repo)) = parents.get(&name) else {
                 continue;
             };
-            let (Some((id, layers)), Some((_, under))) = (
-                layers_of(name.clone()).await,
-                layers_of(parent.clone()).await,
+            if !parent_layers.contains_key(parent) {
+                let layers = self.entry_of(docker, parent).await.map(|e| e.layers);
+                parent_layers.insert(parent.clone(), layers);
+            }
+            let (Some(entry), Some(Some(under))) = (
+                self.entry_of(docker, &name).await,
+                parent_layers.get(parent),
             ) else {
                 continue;
             };
+            let (id, layers) = (entry.id, entry.layers);
             if layers.len() <= under.len() || layers[..under.len()] != under[..] {
                 continue;
             }

@@ -6,13 +6,14 @@
 //! One save of many images writes each layer once, but the engine's tar
 //! names a layer by a legacy id, not its digest, and lists the manifest
 //! last, so a layer's owner is known only by hashing it: every layer is
-//! hashed as it streams, and kept (in memory, or spilled to a file when
-//! large) only when its digest is one of the wanted images' own layers.
+//! hashed as it streams (in memory, or spilled to a file when large), and
+//! kept in a spill file until the manifest comes only when its digest is
+//! one of the wanted images' own layers.
 //! Plain sync code over `Read`/`Write`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -41,7 +42,7 @@ pub struct ManifestItem {
     pub layers: Vec<String>,
 }
 
-/// A layer kept from the stream.
+/// A file read from the stream, while it is hashed.
 enum Kept {
     Memory(Vec<u8>),
     Spilled(PathBuf),
@@ -52,7 +53,7 @@ enum Kept {
 /// links between layer paths (a layer the engine wrote twice).
 #[derive(Default)]
 pub struct Cut {
-    layers: HashMap<String, (String, Kept)>,
+    layers: HashMap<String, (String, PathBuf)>,
     small: HashMap<String, Vec<u8>>,
     links: HashMap<String, String>,
     manifest: Vec<ManifestItem>,
@@ -106,8 +107,8 @@ pub fn read_save(stream: impl Read, wanted: &[Wanted], spill: &Path) -> Result<C
         if own.contains(digest.as_str()) {
             // Kept layers wait on disk for the manifest: 275 instance images
             // held in memory took 3.9 GB.
-            let kept = to_disk(kept, spill, cut.layers.len())?;
-            cut.layers.insert(path, (digest, kept));
+            let file = to_disk(kept, spill, cut.layers.len())?;
+            cut.layers.insert(path, (digest, file));
             continue;
         }
         match kept {
@@ -191,17 +192,18 @@ fn hash_layer(entry: &mut impl Read, spill: &Path, n: usize) -> Result<(String, 
     })
 }
 
-/// `kept`, written to a spill file if it is in memory.
-fn to_disk(kept: Kept, spill: &Path, n: usize) -> Result<Kept, ThinError> {
-    let Kept::Memory(data) = kept else {
-        return Ok(kept);
+/// The spill file holding `kept`, written if it is in memory.
+fn to_disk(kept: Kept, spill: &Path, n: usize) -> Result<PathBuf, ThinError> {
+    let data = match kept {
+        Kept::Spilled(path) => return Ok(path),
+        Kept::Memory(data) => data,
     };
     let path = spill_path(spill, n);
     std::fs::write(&path, &data).map_err(|source| ThinError::Write {
         path: path.clone(),
         source,
     })?;
-    Ok(Kept::Spilled(path))
+    Ok(path)
 }
 
 fn spill_path(spill: &Path, n: usize) -> PathBuf {
@@ -275,20 +277,11 @@ impl Cut {
                 continue;
             }
             let real = self.links.get(*path).map(String::as_str).unwrap_or(path);
-            let (_, kept) = &self.layers[real];
-            raw += match kept {
-                Kept::Memory(data) => {
-                    append(&mut tar, path, &mut &data[..], data.len() as u64).map_err(write_err)?;
-                    data.len() as u64
-                }
-                Kept::Spilled(p) => {
-                    let mut f = File::open(p).map_err(write_err)?;
-                    let len = f.seek(io::SeekFrom::End(0)).map_err(write_err)?;
-                    f.rewind().map_err(write_err)?;
-                    append(&mut tar, path, &mut f, len).map_err(write_err)?;
-                    len
-                }
-            };
+            let (_, file) = &self.layers[real];
+            let mut f = File::open(file).map_err(write_err)?;
+            let len = f.metadata().map_err(write_err)?.len();
+            append(&mut tar, path, &mut f, len).map_err(write_err)?;
+            raw += len;
         }
         tar.into_inner()
             .map_err(write_err)?
@@ -300,10 +293,8 @@ impl Cut {
 
 impl Drop for Cut {
     fn drop(&mut self) {
-        for (_, kept) in self.layers.values() {
-            if let Kept::Spilled(p) = kept {
-                let _ = std::fs::remove_file(p);
-            }
+        for (_, file) in self.layers.values() {
+            let _ = std::fs::remove_file(file);
         }
     }
 }
