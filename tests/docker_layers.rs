@@ -632,6 +632,18 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
         kept, "./calc/_fast.c\n./calc/_fast.so\n./calc/_other.so\n./calc/_speed.so",
         "the snapshot's build outputs"
     );
+    // Compiled without debug information (`images::nodebug`), and the
+    // env's apt step (ccache) kept none of the packages it downloaded.
+    let debug = in_image(
+        &snaps[0],
+        "all=0; with=0; for f in $(find /opt/patchgrade/snapshot-build -name '*.so'); do all=$((all + 1)); \
+         if readelf -S $f | grep -q debug_info; then with=$((with + 1)); fi; done; echo \"$with of $all\"; \
+         ls /var/cache/apt/archives | grep -c deb; ls /usr/bin/ccache",
+    );
+    assert_eq!(
+        debug, "0 of 3\n0\n/usr/bin/ccache",
+        "modules with debug sections; .deb files kept"
+    );
     // An instance's outputs that are the snapshot's bytes are links to
     // them; what its commit changed is its own. b1 changed no compiled
     // source; b2 changed _speed.c and _fast.pyx.

@@ -37,6 +37,7 @@ pub mod hostfiles;
 mod instance;
 pub mod kind;
 pub(crate) mod lines;
+pub mod nodebug;
 pub mod plans;
 pub mod python;
 pub mod setup;

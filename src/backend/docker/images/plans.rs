@@ -315,6 +315,8 @@ pub fn setup_env_script(
     }
     if let Some(p) = python {
         s.push_str(&format!("source {VENV}/bin/activate\n"));
+        // Extension modules without debug information (`nodebug`).
+        s.push_str(&super::nodebug::wrapper_lines());
         if !inputs.packages.requirements.is_empty() {
             // conda's packages come first, in a step of their own.
             let first: Vec<String> = inputs
@@ -351,6 +353,7 @@ pub fn setup_env_script(
              python -c 'import site; print(site.getsitepackages()[0])' > \"$sysdir/patchgrade-venv.pth\"\n",
             quote(&p.executable.display().to_string())
         ));
+        s.push_str(&super::nodebug::wrapper_end());
         // Byte-compile now: packages installed the legacy way have no .pyc,
         // and compiling them at import turns a SyntaxWarning in old code
         // into an error under `filterwarnings = error` (flask's blinker).

@@ -15,6 +15,7 @@
 //! same way ([`CYTHON_CACHE`]): a module whose source and every file it
 //! cimports are the snapshot's is not translated again.
 
+use super::nodebug;
 use super::snapshot::SNAPSHOT_OBJECTS;
 use super::{activate_line, TESTBED, VENV};
 use crate::script::quote;
@@ -156,7 +157,9 @@ pub fn setup_snapshot_script(spec: &Spec) -> String {
     );
     s.push_str(&setup_steps(spec, &activate, Some(CacheUse::Fill)));
     s.push_str(&format!(
-        "); then echo 'patchgrade: the snapshot setup failed; instance images over it build without its help'; fi\ncd {TESTBED}\n"
+        "); then echo 'patchgrade: the snapshot setup failed; instance images over it build without its help'; fi\ncd {TESTBED}\n{}",
+        // A failed setup stops before its own clean-up.
+        nodebug::wrapper_end()
     ));
     s.push_str(
         "if [ -n \"$(git status --porcelain --untracked-files=no)\" ]; then\n\
@@ -194,7 +197,7 @@ enum CacheUse {
 /// `snapshot_build` spec ([`eval_install_through_caches`]), as is otherwise.
 pub fn container_install_step(spec: &Spec, step: String) -> String {
     match spec.snapshot_build {
-        true => eval_install_through_caches(&step),
+        true => eval_install_through_caches(&step, nodebug::applies(spec)),
         false => step,
     }
 }
@@ -204,10 +207,16 @@ pub fn container_install_step(spec: &Spec, step: String) -> String {
 /// through the snapshot's compiler and Cython caches, which the instance
 /// image holds below its own layer. In a subshell, so that neither cache's
 /// variables nor `PATH` reach the tests; the statistics go to the log.
-pub fn eval_install_through_caches(install: &str) -> String {
+/// `nodebug`: the compilers are the setups' wrappers ([`nodebug`]), as
+/// they were when the cache was filled (its hits are keyed by them).
+pub fn eval_install_through_caches(install: &str, nodebug: bool) -> String {
     let install = install.strip_suffix('\n').unwrap_or(install);
+    let (wrap, unwrap) = match nodebug {
+        true => (nodebug::wrapper_lines(), nodebug::wrapper_end()),
+        false => (String::new(), String::new()),
+    };
     format!(
-        "(\n{}{}{install}\nccache --show-stats || true\n{})\n",
+        "(\n{wrap}{}{}{install}\nccache --show-stats || true\n{}{unwrap})\n",
         compiler_cache_lines(CacheUse::Eval),
         cython_cache_lines(CacheUse::Eval),
         cython_cache_end(CacheUse::Eval)
@@ -255,12 +264,19 @@ fn setup_steps(spec: &Spec, activate: &str, cache: Option<CacheUse>) -> String {
     for var in &spec.build_jobs {
         s.push_str(&format!("export {var}=\"$(nproc)\"\n"));
     }
+    let nodebug = nodebug::applies(spec);
+    if nodebug {
+        s.push_str(&nodebug::wrapper_lines());
+    }
     if let Some(cache) = cache {
         s.push_str(&compiler_cache_lines(cache));
         s.push_str(&cython_cache_lines(cache));
     }
     for cmd in spec.pre_install.iter().chain(&spec.install) {
         s.push_str(&checked_command(cmd));
+    }
+    if nodebug {
+        s.push_str(&nodebug::wrapper_end());
     }
     if let Some(cache) = cache {
         // Hits and misses, for the build log.
@@ -334,14 +350,16 @@ fn link_snapshot_outputs() -> String {
 /// `/usr/lib/ccache`: gcc, g++, cc, c++ and the triplet names), with the
 /// cache in [`COMPILER_CACHE`]. Only the setups and an eval's rebuild see
 /// it ([`eval_install_through_caches`]): the image's own environment, and so
-/// every test, is unchanged.
+/// every test, is unchanged. The compiler it runs is hashed by content: the
+/// [`nodebug`] wrappers are written anew by every setup, so their times
+/// differ between the snapshot that filled the cache and the instances.
 fn compiler_cache_lines(cache: CacheUse) -> String {
     let dir = match cache {
         CacheUse::Read => COMPILER_CACHE_COPY,
         CacheUse::Fill | CacheUse::Eval => COMPILER_CACHE,
     };
     let mut s = format!(
-        "export CCACHE_DIR={dir} PATH=/usr/lib/ccache:$PATH CCACHE_MAXSIZE={COMPILER_CACHE_MAX}\n"
+        "export CCACHE_DIR={dir} PATH=/usr/lib/ccache:$PATH CCACHE_MAXSIZE={COMPILER_CACHE_MAX} CCACHE_COMPILERCHECK=content\n"
     );
     match cache {
         CacheUse::Fill => s.push_str("mkdir -p \"$CCACHE_DIR\"\n"),
@@ -511,11 +529,14 @@ mod tests {
         // The wrapped step run in bash, with `python` answering the
         // site-packages question with a folder of the test's.
         let site = tempfile::tempdir().unwrap();
-        let install = "echo \"inside $CCACHE_READONLY $PATCHGRADE_CYTHON_CACHE ${PATH%%:*}\"; ls \"$patchgrade_site\"\n";
+        // The compiler wrappers go to a folder of the test's too.
+        let wrappers = tempfile::tempdir().unwrap();
+        let w = wrappers.path().join("w").display().to_string();
+        let install = "echo \"inside $CCACHE_READONLY $PATCHGRADE_CYTHON_CACHE $(echo $PATH | cut -d: -f1,2)\"; ls \"$patchgrade_site\"\n";
         let body = format!(
-            "python() {{ echo {}; }}\n{}echo \"after ${{CCACHE_READONLY:-unset}} ${{PATCHGRADE_CYTHON_CACHE:-unset}} ${{PATH%%:*}}\"; ls {}\n",
+            "python() {{ echo {}; }}\n{}echo \"after ${{CCACHE_READONLY:-unset}} ${{PATCHGRADE_CYTHON_CACHE:-unset}} ${{PATH%%:*}}\"; ls {}\ntest ! -e {w} && echo no wrappers\n",
             site.path().display(),
-            eval_install_through_caches(install),
+            eval_install_through_caches(install, true).replace(nodebug::WRAPPERS, &w),
             site.path().display()
         );
         let out = std::process::Command::new("bash")
@@ -525,11 +546,15 @@ mod tests {
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
-            stdout.contains("inside 1 /opt/patchgrade/cycache /usr/lib/ccache\npatchgrade_cython_cache.pth\npatchgrade_cython_cache.py\n"),
+            stdout.contains(&format!("inside 1 /opt/patchgrade/cycache /usr/lib/ccache:{w}\npatchgrade_cython_cache.pth\npatchgrade_cython_cache.py\n")),
             "{stdout}"
         );
-        // After the step: no cache variable, no ccache on PATH, no hook.
-        assert!(stdout.ends_with("after unset unset /usr/bin\n"), "{stdout}");
+        // After the step: no cache variable, no ccache on PATH, no hook, no
+        // wrappers.
+        assert!(
+            stdout.ends_with("after unset unset /usr/bin\nno wrappers\n"),
+            "{stdout}"
+        );
         assert_eq!(std::fs::read_dir(site.path()).unwrap().count(), 0);
     }
 }
