@@ -63,11 +63,7 @@ mod tests {
     use std::process::Command;
 
     fn bash(script: &str) -> std::process::Output {
-        Command::new("bash")
-            .arg("-c")
-            .arg(script)
-            .output()
-            .unwrap()
+        Command::new("bash").arg("-c").arg(script).output().unwrap()
     }
 
     #[test]
@@ -79,15 +75,21 @@ mod tests {
         let end = wrapper_end().replace(WRAPPERS, &format!("{d}/w"));
         let script = format!(
             "set -e\ncd {d}\necho 'int f(int x) {{ return x * 3; }}' > t.c\n\
-             gcc -g -c t.c -o plain.o\n{lines}command -v gcc\ngcc -g -O2 -c t.c -o wrapped.o\n{end}\
+             gcc -g -O2 -c t.c -o plain.o\n{lines}command -v gcc\ngcc -g -O2 -c t.c -o wrapped.o\n{end}\
              for o in plain wrapped; do readelf -S $o.o | grep -q debug_info && echo debug || echo none; done\n\
+             objcopy --strip-debug plain.o stripped.o\n\
+             cmp <(objdump -d stripped.o | tail -n +3) <(objdump -d wrapped.o | tail -n +3) && echo same code\n\
              test ! -e w && echo gone\n"
         );
         let out = bash(&script);
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], format!("{d}/w/gcc"));
-        assert_eq!(&lines[1..], ["debug", "none", "gone"], "{text}");
+        assert_eq!(&lines[1..], ["debug", "none", "same code", "gone"], "{text}");
     }
 }
