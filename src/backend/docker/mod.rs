@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuilder};
+use bollard::query_parameters::ListImagesOptionsBuilder;
 use bollard::Docker;
 
 use super::{EnvError, InfraError};
@@ -608,88 +608,6 @@ impl DockerBackend {
             built: built.len(),
             removed,
         });
-    }
-
-    /// `--cache-level`: images of the tiers it does not keep go.
-    async fn remove_per_level(&self, conn: &Conn, level: CacheLevel) -> usize {
-        let used: Vec<Used> = locked(&self.used).iter().cloned().collect();
-        let goes = |u: &&Used| {
-            images::should_remove(u.tier, level, self.args.clean, conn.prior.contains(&u.name))
-        };
-        // Children before parents: a tier's images hold up its parents.
-        let wave = |pick: &dyn Fn(&Used) -> bool| -> Vec<String> {
-            used.iter()
-                .filter(goes)
-                .filter(|u| pick(u))
-                .map(|u| u.name.clone())
-                .collect()
-        };
-        let root = |u: &Used| {
-            u.name
-                .rsplit('/')
-                .next()
-                .unwrap_or("")
-                .starts_with("patchgrade.root.")
-        };
-        let waves = vec![
-            wave(&|u| u.tier == Tier::Instance),
-            wave(&|u| u.tier == Tier::Env),
-            wave(&|u| u.tier == Tier::Base && !root(u)),
-            wave(&|u| u.tier == Tier::Base && root(u)),
-        ];
-        let why = format!("--cache-level {level}");
-        self.remove_images(&conn.docker, waves, &why).await.len()
-    }
-
-    /// Removes images, a few at once, wave after wave, with an event per
-    /// image; returns those removed.
-    async fn remove_images(
-        &self,
-        docker: &Docker,
-        waves: Vec<Vec<String>>,
-        why: &str,
-    ) -> HashSet<String> {
-        use futures_util::StreamExt;
-        let total: usize = waves.iter().map(Vec::len).sum();
-        let mut removed = HashSet::new();
-        if total == 0 {
-            return removed;
-        }
-        self.tell(ImageEvent::Removing {
-            total,
-            why: why.to_string(),
-        });
-        let mut done = 0;
-        for wave in waves {
-            let mut results = futures_util::stream::iter(wave)
-                .map(|name| async move {
-                    let opts = RemoveImageOptionsBuilder::default().force(false).build();
-                    let r =
-                        call("remove image", docker.remove_image(&name, Some(opts), None)).await;
-                    (name, r)
-                })
-                .buffer_unordered(4);
-            while let Some((name, r)) = results.next().await {
-                done += 1;
-                match r {
-                    Ok(_) => {
-                        self.tell(ImageEvent::Removed {
-                            name: name.clone(),
-                            done,
-                            total,
-                        });
-                        removed.insert(name);
-                    }
-                    Err(e) => self.tell(ImageEvent::NotRemoved {
-                        name,
-                        done,
-                        total,
-                        error: e.to_string(),
-                    }),
-                }
-            }
-        }
-        removed
     }
 }
 

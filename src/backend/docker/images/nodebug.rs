@@ -90,6 +90,10 @@ mod tests {
         );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], format!("{d}/w/gcc"));
-        assert_eq!(&lines[1..], ["debug", "none", "same code", "gone"], "{text}");
+        assert_eq!(
+            &lines[1..],
+            ["debug", "none", "same code", "gone"],
+            "{text}"
+        );
     }
 }
