@@ -3,7 +3,7 @@
 //! recorded as used now and the least recently used others evicted until
 //! the cache fits (see [`super::cache`] for the rules). The removals of a
 //! run's end (eviction, `--cache-level`, `--shelve`) go through
-//! `remove_images`, a few at once, wave after wave.
+//! `remove_images`, with an event per image.
 //!
 //! Runs of one cache folder may overlap, and one run's index does not know
 //! which images another live run is about to use. So each run holds
@@ -16,10 +16,8 @@ use std::os::fd::AsRawFd;
 use bollard::Docker;
 use futures_util::StreamExt;
 
-use bollard::query_parameters::RemoveImageOptionsBuilder;
-
 use super::cache::{self, human, Budget, Entry, Index};
-use super::engine::call;
+use super::engine::{self, call};
 use super::events::ImageEvent;
 use super::images::{self, CacheLevel, Tier};
 use super::{locked, Conn, DockerBackend, Used};
@@ -246,7 +244,7 @@ impl DockerBackend {
         self.remove_images(&conn.docker, waves, &why).await.len()
     }
 
-    /// Removes images, a few at once, wave after wave, with an event per
+    /// Removes images through [`engine::remove_images`], with an event per
     /// image; returns those removed.
     pub(super) async fn remove_images(
         &self,
@@ -254,7 +252,6 @@ impl DockerBackend {
         waves: Vec<Vec<String>>,
         why: &str,
     ) -> HashSet<String> {
-        use futures_util::StreamExt;
         let total: usize = waves.iter().map(Vec::len).sum();
         let mut removed = HashSet::new();
         if total == 0 {
@@ -265,59 +262,26 @@ impl DockerBackend {
             why: why.to_string(),
         });
         let mut done = 0;
-        for wave in waves {
-            let mut results = futures_util::stream::iter(wave)
-                .map(|name| async move {
-                    let opts = RemoveImageOptionsBuilder::default().force(false).build();
-                    let r =
-                        call("remove image", docker.remove_image(&name, Some(opts), None)).await;
-                    (name, r)
-                })
-                .buffer_unordered(4);
-            let mut refused = Vec::new();
-            while let Some((name, r)) = results.next().await {
-                match r {
-                    Ok(_) => {
-                        done += 1;
-                        self.tell(ImageEvent::Removed {
-                            name: name.clone(),
-                            done,
-                            total,
-                        });
-                        removed.insert(name);
-                    }
-                    Err(_) => refused.push(name),
+        engine::remove_images(docker, waves, |name, r| {
+            done += 1;
+            match r {
+                Ok(()) => {
+                    self.tell(ImageEvent::Removed {
+                        name: name.clone(),
+                        done,
+                        total,
+                    });
+                    removed.insert(name);
                 }
-            }
-            // Removals of images that share untagged parents race in the
-            // engine (Docker 20.10 refused 3 of 275 shelved images with
-            // "unrecognized image ID"): each refused one is tried once more,
-            // alone, after its wave. Gone by then counts as removed.
-            for name in refused {
-                let opts = RemoveImageOptionsBuilder::default().force(false).build();
-                let r = call("remove image", docker.remove_image(&name, Some(opts), None)).await;
-                done += 1;
-                match r {
-                    Ok(_) => {}
-                    Err(e) if e.is_status(&[404]) => {}
-                    Err(e) => {
-                        self.tell(ImageEvent::NotRemoved {
-                            name,
-                            done,
-                            total,
-                            error: e.to_string(),
-                        });
-                        continue;
-                    }
-                }
-                self.tell(ImageEvent::Removed {
-                    name: name.clone(),
+                Err(e) => self.tell(ImageEvent::NotRemoved {
+                    name,
                     done,
                     total,
-                });
-                removed.insert(name);
+                    error: e.to_string(),
+                }),
             }
-        }
+        })
+        .await;
         removed
     }
 }

@@ -8,9 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use bollard::query_parameters::{
-    ListContainersOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptionsBuilder,
-};
+use bollard::query_parameters::{ListContainersOptionsBuilder, ListImagesOptionsBuilder};
 use bollard::Docker;
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -218,30 +216,21 @@ pub async fn evict(
     }
     let mut out = Vec::new();
     let mut removed = HashSet::new();
-    for wave in &plan.waves {
-        let results: Vec<Removal> = futures_util::stream::iter(wave.clone())
-            .map(|name| async move {
-                // Never forced: the engine refuses an image a container
-                // was made since the plan.
-                let opts = RemoveImageOptionsBuilder::default().force(false).build();
-                match call("remove image", docker.remove_image(&name, Some(opts), None)).await {
-                    Ok(_) => Removal::Removed { name },
-                    Err(e) => Removal::Failed {
-                        name,
-                        error: e.to_string(),
-                    },
-                }
-            })
-            .buffer_unordered(4)
-            .collect()
-            .await;
-        for r in &results {
-            if let Removal::Removed { name } = r {
+    // Never forced: the engine refuses an image a container was made from
+    // since the plan.
+    super::super::engine::remove_images(docker, plan.waves.clone(), |name, r| {
+        out.push(match r {
+            Ok(()) => {
                 removed.insert(name.clone());
+                Removal::Removed { name }
             }
-        }
-        out.extend(results);
-    }
+            Err(e) => Removal::Failed {
+                name,
+                error: e.to_string(),
+            },
+        })
+    })
+    .await;
     index.images.retain(|n, _| !removed.contains(n));
     index.save(&removed)?;
     drop(lease);
