@@ -95,7 +95,8 @@ fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes()
     commit_at(
         &repo,
         "mkdir -p old/deep && echo a > old/deep/a.txt && echo b > old/b.txt && echo f > data && \
-         echo s > run.sh && ln -s run.sh link && echo keep > keep.txt && echo gone > gone.txt",
+         echo s > run.sh && ln -s run.sh link && echo keep > keep.txt && echo gone > gone.txt && \
+         mkdir d2f && echo y > d2f/y",
         T0 + 100,
     );
     let b1 = commit_at(&repo, "echo more >> keep.txt", T0 + 200);
@@ -103,7 +104,8 @@ fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes()
     let b2 = commit_at(
         &repo,
         "rm -r old gone.txt && rm data && mkdir data && echo x > data/x && chmod +x run.sh && \
-         rm link && echo 'a file now' > link && echo new > new.txt && echo changed > keep.txt",
+         rm link && echo 'a file now' > link && echo new > new.txt && echo changed > keep.txt && \
+         rm -r d2f && echo 'a file now' > d2f",
         T0 + W + 100,
     );
     let b3 = commit_at(&repo, "echo third > third.txt", T0 + W + 200);
@@ -153,9 +155,15 @@ fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes()
         found[0].clone()
     };
     for id in ["acme__snap-2", "acme__snap-3"] {
+        let own = layers(&inst(id));
         assert!(
-            layers(&inst(id)).starts_with(&snap_layers),
+            own.starts_with(&snap_layers),
             "{id} is not built on the snapshot"
+        );
+        assert_eq!(
+            own.len(),
+            snap_layers.len() + 2,
+            "{id}: one COPY and one RUN over the snapshot"
         );
     }
     assert!(!layers(&inst("acme__snap-1")).starts_with(&snap_layers));
@@ -170,7 +178,9 @@ fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes()
         );
         let check = "cd /testbed && git rev-parse HEAD~1^{tree} && git rev-list --all --count && \
                      git status --porcelain --ignored && ls -l run.sh link && cat data/x && \
-                     test ! -e old && test ! -e gone.txt && test ! -L link && cat keep.txt";
+                     test ! -e old && test ! -e gone.txt && test ! -L link && test -f d2f && \
+                     test -z \"$(ls .git | grep patchgrade)\" && test ! -e /root/setup_repo.sh && \
+                     cat keep.txt";
         let seen = in_image(&inst(id), check);
         let lines: Vec<&str> = seen.lines().collect();
         assert_eq!(lines[0], tree, "{id}: {seen}");

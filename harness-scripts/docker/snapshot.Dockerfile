@@ -10,3 +10,4 @@ COPY testbed /testbed
  && git -c gc.auto=0 commit -q --no-verify -m 'patchgrade snapshot' \
 {{setup_run}} && git -c pack.threads=1 repack -a -d -q \
  && mkdir -p {{objects_parent}} && mv .git/objects {{objects}} && rm -rf .git
+WORKDIR /testbed

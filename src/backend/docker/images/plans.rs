@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::lines::{label_lines, offline_env_line};
 use super::setup::{
     setup_delta_repo_script, setup_repo_script, setup_snapshot_script, COMPILER_CACHE_PACKAGE,
-    DELTA_PACK,
+    DELTA_DELETE_LIST, DELTA_MOVED, DELTA_PACK, DELTA_SETUP,
 };
 use super::snapshot::{TreeDelta, Write, SNAPSHOT_OBJECTS};
 use super::{arch, name_part, tag_of, ImageError, Suite, Tier, VENV};
@@ -76,7 +76,7 @@ pub struct ImagePlan {
     /// an instance's base tree, `sources/<name>` for a spec's sources).
     pub trees: Vec<(String, TreeSource)>,
     /// Files picked from a repository (not whole trees).
-    pub blobs: Option<BlobFiles>,
+    pub blobs: Vec<BlobFiles>,
     /// Host folders sent under a folder of the context each (toolchains),
     /// read a file at a time as the context streams.
     pub hosts: Vec<(String, std::sync::Arc<super::hostfiles::Manifest>)>,
@@ -104,7 +104,7 @@ impl ImagePlan {
             dockerfile,
             files,
             trees,
-            blobs: None,
+            blobs: Vec::new(),
             hosts: Vec::new(),
         }
     }
@@ -154,7 +154,7 @@ impl ImagePlan {
                 TreeError::Io(e) => ImageError::Tar(e),
             })?;
         }
-        if let Some(blobs) = &self.blobs {
+        for blobs in &self.blobs {
             append_blobs(&mut b, blobs)?;
         }
         for (dir, m) in &self.hosts {
@@ -174,19 +174,29 @@ impl ImagePlan {
     /// Its name does not change: the snapshot's name and the base tree's id
     /// already determine all three.
     pub fn with_delta(mut self, repo: PathBuf, delta: TreeDelta, pack: Vec<u8>) -> ImagePlan {
-        self.files
-            .push(ContextFile::new("delete.list", delta.delete_list()));
-        // In /testbed/.git before `git init`: the pack is stored once, in
-        // the layer that sends it.
+        // All in /testbed/.git before `git init`, so that one `COPY` sends
+        // everything: the pack is stored once, in the layer that sends it.
+        self.files.push(ContextFile::new(
+            &format!("testbed/.git/{DELTA_DELETE_LIST}"),
+            delta.delete_list(),
+        ));
         self.files.push(ContextFile::new(
             &format!("testbed/.git/objects/pack/{DELTA_PACK}.pack"),
             pack,
         ));
-        self.blobs = Some(BlobFiles {
-            repo,
+        let (in_place, moved) = delta.split_writes();
+        self.blobs.push(BlobFiles {
+            repo: repo.clone(),
             dir: "testbed".into(),
-            files: delta.write,
+            files: in_place,
         });
+        if !moved.is_empty() {
+            self.blobs.push(BlobFiles {
+                repo,
+                dir: format!("testbed/.git/{DELTA_MOVED}"),
+                files: moved,
+            });
+        }
         self
     }
 }
@@ -590,10 +600,12 @@ pub fn delta_instance_plan(
     spec: &Spec,
     tree: git2::Oid,
 ) -> ImagePlan {
-    let mut dockerfile = DELTA_DOCKERFILE.replace("{{snapshot}}", snapshot);
+    let mut dockerfile = DELTA_DOCKERFILE
+        .replace("{{snapshot}}", snapshot)
+        .replace("{{setup}}", DELTA_SETUP);
     dockerfile.push_str(&offline_env_line(spec.toolchains.keys().copied()));
     let files = vec![ContextFile::new(
-        "setup_repo.sh",
+        &format!("testbed/.git/{DELTA_SETUP}"),
         setup_delta_repo_script(spec, tree),
     )];
     ImagePlan::addressed(

@@ -176,7 +176,7 @@ pub fn python_plan(
         dockerfile: python_dockerfile(interp, base),
         files,
         trees: Vec::new(),
-        blobs: None,
+        blobs: Vec::new(),
         hosts: Vec::new(),
     })
 }

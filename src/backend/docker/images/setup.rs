@@ -24,6 +24,14 @@ use crate::spec::Spec;
 /// The name of the pack an instance image over a snapshot is sent.
 pub const DELTA_PACK: &str = "pack-patchgrade";
 
+/// What else an instance image over a snapshot is sent in `/testbed/.git`
+/// (its one `COPY` sends the whole context there), all removed by its
+/// setup: the setup script, the paths to delete, and the files that take
+/// the place of deleted paths (type changes), moved in after the deletes.
+pub const DELTA_SETUP: &str = "patchgrade-setup.sh";
+pub const DELTA_DELETE_LIST: &str = "patchgrade-delete.list";
+pub const DELTA_MOVED: &str = "patchgrade-moved";
+
 /// Where a `snapshot_build` snapshot keeps its compiler cache (ccache).
 pub const COMPILER_CACHE: &str = "/opt/patchgrade/ccache";
 
@@ -115,7 +123,9 @@ pub fn setup_delta_repo_script(spec: &Spec, tree: git2::Oid) -> String {
     setup_repo_with(
         spec,
         &format!(
-            "git init -q\ngit config gc.auto 0\necho {SNAPSHOT_OBJECTS} > .git/objects/info/alternates\n\
+            "xargs -0 -r rm -rf -- < .git/{DELTA_DELETE_LIST}\nrm .git/{DELTA_DELETE_LIST}\n\
+             if [ -d .git/{DELTA_MOVED} ]; then cp -a .git/{DELTA_MOVED}/. . && rm -rf .git/{DELTA_MOVED}; fi\n\
+             git init -q\ngit config gc.auto 0\necho {SNAPSHOT_OBJECTS} > .git/objects/info/alternates\n\
              git index-pack .git/objects/pack/{DELTA_PACK}.pack > /dev/null\n\
              git update-ref HEAD \"$(git commit-tree {tree} -m 'patchgrade base tree')\"\n\
              git read-tree HEAD\ngit update-index -q --refresh || true\n\

@@ -66,15 +66,29 @@ pub struct Write {
 /// What turns the snapshot's tree into the base tree.
 #[derive(Debug, Default, Clone)]
 pub struct TreeDelta {
-    /// Removed first (`rm -rf`): paths gone, and paths whose type changes
-    /// (a file becoming a folder or a symlink, and the reverse). A folder
+    /// Removed (`rm -rf`): paths gone, and paths whose type changes (a
+    /// file becoming a folder or a symlink, and the reverse). A folder
     /// that disappears is one entry.
     pub delete: Vec<String>,
-    /// Then written: added and modified files (content or mode).
+    /// Written: added and modified files (content or mode); see
+    /// [`TreeDelta::split_writes`] for the order.
     pub write: Vec<Write>,
 }
 
 impl TreeDelta {
+    /// The writes split by where the instance image puts them: most in
+    /// place, and those on a path it deletes (a type change: a file that
+    /// becomes a folder, a folder or symlink that becomes a file) beside
+    /// the tree, moved into place after the deletes. The image writes
+    /// before it deletes (one `COPY`, then one `RUN`), and a copy must
+    /// never depend on how the builder replaces a file with a folder.
+    pub fn split_writes(self) -> (Vec<Write>, Vec<Write>) {
+        let deleted: HashSet<&str> = self.delete.iter().map(String::as_str).collect();
+        self.write.into_iter().partition(|w| {
+            !deleted.contains(w.path.as_str()) && !ancestors(&w.path).any(|a| deleted.contains(a))
+        })
+    }
+
     /// The delete list as the instance image reads it: NUL-separated.
     pub fn delete_list(&self) -> Vec<u8> {
         let mut out = Vec::new();

@@ -174,8 +174,34 @@ fn a_delta_and_its_pack_turn_the_snapshot_into_the_base_tree() {
     git(&work, &["read-tree", &ta.to_string()], None);
     git(&work, &["checkout-index", "-a"], None);
 
-    // What the instance image does: delete, write, index the pack, commit.
-    for p in &delta.delete {
+    // What the instance image does: write in place (its `COPY`, which must
+    // meet no path whose type changes), delete, move the rest in, index the
+    // pack, commit.
+    let deleted = delta.delete.clone();
+    let (in_place, moved) = delta.split_writes();
+    let moved_paths: Vec<&str> = moved.iter().map(|w| w.path.as_str()).collect();
+    assert_eq!(
+        moved_paths,
+        ["d2f", "f2d/x", "link"],
+        "the writes on deleted paths"
+    );
+    let write = |w: &Write| {
+        use std::os::unix::fs::PermissionsExt;
+        let full = work.join(&w.path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&full).map_or(true, |m| m.is_file()),
+            "{} would replace a folder or symlink",
+            w.path
+        );
+        std::fs::write(&full, src.find_blob(w.blob).unwrap().content()).unwrap();
+        let mode = if w.mode == 0o100755 { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&full, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    for w in &in_place {
+        write(w);
+    }
+    for p in &deleted {
         let full = work.join(p);
         if full.is_dir() && !full.is_symlink() {
             std::fs::remove_dir_all(&full).unwrap();
@@ -183,13 +209,8 @@ fn a_delta_and_its_pack_turn_the_snapshot_into_the_base_tree() {
             std::fs::remove_file(&full).unwrap();
         }
     }
-    for w in &delta.write {
-        use std::os::unix::fs::PermissionsExt;
-        let full = work.join(&w.path);
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        std::fs::write(&full, src.find_blob(w.blob).unwrap().content()).unwrap();
-        let mode = if w.mode == 0o100755 { 0o755 } else { 0o644 };
-        std::fs::set_permissions(&full, std::fs::Permissions::from_mode(mode)).unwrap();
+    for w in &moved {
+        write(w);
     }
     let pack = missing_objects_pack(&src, ta, tb).unwrap();
     let sent = work.join(".git/objects/pack/pack-patchgrade.pack");

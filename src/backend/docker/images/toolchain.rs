@@ -223,7 +223,7 @@ pub fn toolchain_plan(chosen: &[ChosenToolchain], base: &str, suite: Suite) -> I
             mode: 0o644,
         }],
         trees: Vec::new(),
-        blobs: None,
+        blobs: Vec::new(),
         hosts,
     }
 }
