@@ -77,11 +77,11 @@ pub struct TreeDelta {
 
 impl TreeDelta {
     /// The writes split by where the instance image puts them: most in
-    /// place, and those on a path it deletes (a type change: a file that
-    /// becomes a folder, a folder or symlink that becomes a file) beside
-    /// the tree, moved into place after the deletes. The image writes
-    /// before it deletes (one `COPY`, then one `RUN`), and a copy must
-    /// never depend on how the builder replaces a file with a folder.
+    /// place, and those on a path it deletes (a type change: a file,
+    /// folder or symlink that becomes another kind) beside the tree, moved
+    /// into place after the deletes. The image writes before it deletes
+    /// (one `COPY`, then one `RUN`), and a copy must never depend on how
+    /// the builder replaces one kind with another.
     pub fn split_writes(self) -> (Vec<Write>, Vec<Write>) {
         let deleted: HashSet<&str> = self.delete.iter().map(String::as_str).collect();
         self.write.into_iter().partition(|w| {

@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use serde::Serialize;
 
 use super::super::cache::{self, Budget, Index};
-use super::super::engine::call;
+use super::super::engine::{self, call};
 use super::super::evict::flock;
 use super::{held, Held, InventoryError, Kind, Listed};
 
@@ -218,7 +218,7 @@ pub async fn evict(
     let mut removed = HashSet::new();
     // Never forced: the engine refuses an image a container was made from
     // since the plan.
-    super::super::engine::remove_images(docker, plan.waves.clone(), |name, r| {
+    engine::remove_images(docker, plan.waves.clone(), |name, r| {
         out.push(match r {
             Ok(()) => {
                 removed.insert(name.clone());
