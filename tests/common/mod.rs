@@ -2,6 +2,7 @@
 //! in the test (git2), real patches and real test runners.
 #![allow(dead_code)]
 
+pub mod cext;
 pub mod layers;
 pub mod shapes;
 pub mod widgets;

@@ -15,6 +15,8 @@
 //!   cold run would build, eviction on request (`patchgrade images`).
 //! - [`shelf`]: instance images kept compressed in the cache folder
 //!   (`--shelve`), loaded back instead of built.
+//! - [`compiler_store`]: the compiler cache in the cache folder, served to
+//!   the builds that compile through ccache.
 //!
 //! This module holds the backend's state and options, preparing an
 //! environment and the cleanup at the end of a run.
@@ -23,6 +25,7 @@ pub mod archive;
 pub mod cache;
 pub mod capped;
 pub mod chunks;
+pub mod compiler_store;
 pub mod containers;
 pub mod daemon;
 pub mod engine;
@@ -343,6 +346,9 @@ pub struct DockerBackend {
     parents: Mutex<HashMap<String, (String, String)>>,
     /// Instance images this run loaded from the shelf.
     unshelved: Mutex<HashSet<String>>,
+    /// The compiler cache store, served from the first build that compiles
+    /// through it; `None` inside: builds cannot reach it.
+    compiler_store: tokio::sync::OnceCell<Option<compiler_store::Served>>,
 }
 
 impl DockerBackend {
@@ -442,6 +448,7 @@ impl DockerBackend {
             shelf: shelf::Shelf::new(&cache.join("docker")),
             parents: Mutex::default(),
             unshelved: Mutex::default(),
+            compiler_store: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -576,6 +583,7 @@ impl DockerBackend {
     /// the run reused, built and removed.
     pub async fn finish(&self) {
         self.kill_running().await;
+        self.compiler_store_said();
         self.await_removals().await;
         let Some(conn) = self.conn.get() else { return };
         let used: Vec<Used> = locked(&self.used).iter().cloned().collect();

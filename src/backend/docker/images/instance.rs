@@ -161,7 +161,13 @@ impl DockerBackend {
                 &name,
                 Some(Over::new(&snap_name, inst)),
                 || async move {
-                    self.ensure_built(&snap).await?;
+                    // A build that compiles goes through the store, if served.
+                    let remote = match spec.snapshot_build {
+                        true => self.compiler_remote().await,
+                        false => None,
+                    };
+                    let snap_plan = snap.with_compiler_remote(remote.clone());
+                    self.ensure_built(&snap_plan).await?;
                     tokio::task::spawn_blocking(move || {
                         let git = |source| ImageError::Git {
                             what: format!("the changes from tree {anchor} to {}", base.tree),
@@ -171,7 +177,9 @@ impl DockerBackend {
                         let delta = snapshot::tree_delta(&r, anchor, base.tree).map_err(git)?;
                         let pack =
                             snapshot::missing_objects_pack(&r, anchor, base.tree).map_err(git)?;
-                        Ok(plan.with_delta(base.repo.clone(), delta, pack))
+                        Ok(plan
+                            .with_delta(base.repo.clone(), delta, pack)
+                            .with_compiler_remote(remote))
                     })
                     .await
                     .map_err(|e| DockerError::Config(format!("instance delta task: {e}")))?

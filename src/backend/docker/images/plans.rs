@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::lines::{label_lines, offline_env_line};
 use super::setup::{
     setup_delta_repo_script, setup_repo_script, setup_snapshot_script, COMPILER_CACHE_PACKAGE,
-    DELTA_DELETE_LIST, DELTA_MOVED, DELTA_PACK, DELTA_SETUP,
+    COMPILER_REMOTE, DELTA_DELETE_LIST, DELTA_MOVED, DELTA_PACK, DELTA_SETUP,
 };
 use super::snapshot::{TreeDelta, Write, SNAPSHOT_OBJECTS};
 use super::{arch, name_part, tag_of, ImageError, Suite, Tier, VENV};
@@ -196,6 +196,21 @@ impl ImagePlan {
                 dir: format!("testbed/.git/{DELTA_MOVED}"),
                 files: moved,
             });
+        }
+        self
+    }
+
+    /// The plan with the compiler cache store's address (`remote`, ccache's
+    /// remote storage line) for its setup to read ([`COMPILER_REMOTE`]): a
+    /// snapshot's or instance image's build of a `snapshot_build` spec.
+    /// Its name does not change: the store is a cache, and a hit is the
+    /// same object as a compile.
+    pub fn with_compiler_remote(mut self, remote: Option<String>) -> ImagePlan {
+        if let Some(remote) = remote {
+            self.files.push(ContextFile::new(
+                &format!("testbed/.git/{COMPILER_REMOTE}"),
+                remote,
+            ));
         }
         self
     }

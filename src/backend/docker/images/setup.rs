@@ -32,6 +32,13 @@ pub const DELTA_SETUP: &str = "patchgrade-setup.sh";
 pub const DELTA_DELETE_LIST: &str = "patchgrade-delete.list";
 pub const DELTA_MOVED: &str = "patchgrade-moved";
 
+/// The file in `/testbed/.git` that gives a build the compiler cache
+/// store's address ([`crate::backend::docker::compiler_store`]), sent in its
+/// context when the store is served and removed by the setup that reads it:
+/// not in the image's name (the address changes with every process), and
+/// never readable in a container of the image.
+pub const COMPILER_REMOTE: &str = "patchgrade-ccache-remote";
+
 /// Where a `snapshot_build` snapshot keeps its compiler cache (ccache).
 pub const COMPILER_CACHE: &str = "/opt/patchgrade/ccache";
 
@@ -377,6 +384,16 @@ fn compiler_cache_lines(cache: CacheUse) -> String {
             "rm -rf {dir}\nif [ -d {COMPILER_CACHE} ]; then cp -a {COMPILER_CACHE} {dir}; fi\nexport CCACHE_READONLY=1\n"
         )),
         CacheUse::Eval => s.push_str("export CCACHE_READONLY=1\n"),
+    }
+    // The store, when the build was sent its address: looked up after the
+    // snapshot's cache, and given what this build compiles (an instance's
+    // copy of that cache is removed after its setup, so it may be written
+    // too). Not traced: the address holds the store's secret.
+    if cache != CacheUse::Eval {
+        let file = format!("{TESTBED}/.git/{COMPILER_REMOTE}");
+        s.push_str(&format!(
+            "if [ -f {file} ]; then {{ set +x; }} 2>/dev/null; CCACHE_REMOTE_STORAGE=$(cat {file}); export CCACHE_REMOTE_STORAGE; unset CCACHE_READONLY; rm -f {file}; set -x; echo 'patchgrade: compiling through the compiler cache store'; fi\n"
+        ));
     }
     // The statistics the log shows are this setup's own.
     s.push_str("ccache --zero-stats || true\n");
