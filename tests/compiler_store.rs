@@ -151,6 +151,16 @@ fn docker_snapshots_compile_through_what_earlier_builds_stored() {
     assert_eq!(hits, vec![0, 3], "{logs:#?}");
     let stored = files_in(&store);
     assert!(stored >= 3, "{stored} files in {}", store.display());
+    // `patchgrade images` says what the store holds.
+    let out = sb.run(&["images", "--json"]);
+    assert_eq!(out.status.code(), Some(exit::OK));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["compiler_store"]["files"], stored, "{v}");
+    assert!(v["compiler_store"]["bytes"].as_u64().unwrap() > 0, "{v}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!(
+        "compiler cache store ({}): {stored} entries",
+        store.display()
+    )));
 
     // No image holds the store's address: the setups removed the file
     // and no variable names it.

@@ -12,6 +12,7 @@ use super::{list, load_dataset, print_json};
 use crate::cli::{DatasetArg, ImagesArgs};
 use crate::error::ExpectedError;
 use patchgrade::backend::docker::cache::human;
+use patchgrade::backend::docker::compiler_store::{Store, Usage};
 use patchgrade::backend::docker::inventory::builds::Builds;
 use patchgrade::backend::docker::inventory::engine::{self, EvictionPlan, Removal};
 use patchgrade::backend::docker::inventory::estimate::{
@@ -32,6 +33,7 @@ struct Report<'a> {
     images: &'a [Held],
     groups: &'a [Group],
     shelf: ShelfReport<'a>,
+    compiler_store: StoreReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     cold_run: Option<&'a ColdPlan>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -43,6 +45,14 @@ struct ShelfReport<'a> {
     dir: String,
     images: &'a [Shelved],
     groups: &'a [ShelfGroup],
+}
+
+/// The compiler cache store's folder and what it holds.
+#[derive(Serialize)]
+struct StoreReport {
+    dir: String,
+    #[serde(flatten)]
+    usage: Usage,
 }
 
 #[derive(Serialize)]
@@ -92,6 +102,16 @@ pub async fn images(args: ImagesArgs) -> Result<(), ExpectedError> {
     let shelved = shelf.list();
     let shelf_groups = shelf::by_repository(&shelved);
     eprint!("{}", shelf_table(&shelf, &shelf_groups));
+    let store = Store::new(&cache_dir.join("docker"));
+    let store_usage = store.usage();
+    if store_usage.files > 0 {
+        eprintln!(
+            "\ncompiler cache store ({}): {} entries, {}",
+            store.dir().display(),
+            store_usage.files,
+            human(store_usage.bytes)
+        );
+    }
 
     let cold = match &wanted {
         Some(w) => {
@@ -152,6 +172,10 @@ pub async fn images(args: ImagesArgs) -> Result<(), ExpectedError> {
                 dir: shelf.dir().display().to_string(),
                 images: &shelved,
                 groups: &shelf_groups,
+            },
+            compiler_store: StoreReport {
+                dir: store.dir().display().to_string(),
+                usage: store_usage,
             },
             cold_run: cold.as_ref(),
             eviction: evicted.as_ref().map(|(plan, removals)| Eviction {

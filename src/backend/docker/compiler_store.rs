@@ -45,7 +45,7 @@ pub const STORE_MAX: u64 = 4 << 30;
 const ENTRY_MAX: usize = 512 << 20;
 
 /// What the store holds, or what a trim removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
     pub files: u64,
     pub bytes: u64,

@@ -469,7 +469,7 @@ mod tests {
         );
         assert!(at("snapshot setup failed") < at("git checkout -q -- ."));
         assert!(at("git checkout -q -- .") < at("git clean -fdxq"));
-        assert!(!s.contains("CCACHE_READONLY"));
+        assert!(!s.contains("export CCACHE_READONLY"));
         // Cython's cache too, filled in place; the hook gone after.
         assert!(at("export PATCHGRADE_CYTHON_CACHE=/opt/patchgrade/cycache") < at("make libs\n"));
         assert!(at("sys.meta_path.insert") < at("make libs\n"));
@@ -583,5 +583,53 @@ mod tests {
             "{stdout}"
         );
         assert_eq!(std::fs::read_dir(site.path()).unwrap().count(), 0);
+    }
+
+    /// The store's address is read from the file the build was sent, not
+    /// traced, and the file removed; an instance then writes too. Without
+    /// the file, and in an eval's rebuild, nothing of it.
+    #[test]
+    fn a_build_reads_the_store_address_untraced_and_removes_it() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().to_str().unwrap();
+        std::fs::create_dir(t.path().join(".git")).unwrap();
+        let file = t.path().join(".git").join(COMPILER_REMOTE);
+        let run = |cache: CacheUse| {
+            let script = format!(
+                "set -x\n{}{{ set +x; }} 2>/dev/null\necho \"remote=${{CCACHE_REMOTE_STORAGE:-unset}} ro=${{CCACHE_READONLY:-unset}}\"\ntest -e {} || echo removed\n",
+                compiler_cache_lines(cache).replace(TESTBED, root),
+                file.display()
+            );
+            let out = std::process::Command::new("bash")
+                .args(["-c", &script])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        };
+        let remote = "http://172.17.0.1:4000/5ec7e7|layout=subdirs";
+        std::fs::write(&file, remote).unwrap();
+        let (stdout, trace) = run(CacheUse::Read);
+        assert!(
+            stdout.contains(&format!("remote={remote} ro=unset\nremoved")),
+            "{stdout}"
+        );
+        assert!(stdout.contains("compiling through the compiler cache store"));
+        assert!(!trace.contains("5ec7e7"), "{trace}");
+        let (stdout, _) = run(CacheUse::Read);
+        assert!(stdout.contains("remote=unset ro=1"), "{stdout}");
+        std::fs::write(&file, remote).unwrap();
+        let (stdout, _) = run(CacheUse::Fill);
+        assert!(
+            stdout.contains(&format!("remote={remote} ro=unset")),
+            "{stdout}"
+        );
+        std::fs::write(&file, remote).unwrap();
+        let (stdout, _) = run(CacheUse::Eval);
+        assert!(stdout.contains("remote=unset ro=1"), "{stdout}");
+        assert!(file.exists());
     }
 }
