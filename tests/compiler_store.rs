@@ -34,70 +34,27 @@ fn snapshot_build_logs(root: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-fn remove_cstore_images() {
-    for old in images("patchgrade.")
-        .iter()
-        .filter(|i| i.contains("acme__cstore"))
-    {
-        docker_out(&["rmi", old]);
-    }
-}
-
 #[test]
 fn docker_snapshots_compile_through_what_earlier_builds_stored() {
     if !docker_ready("docker_snapshots_compile_through_what_earlier_builds_stored") {
         return;
     }
-    remove_cstore_images();
+    remove_images_of("acme__cstore");
     let sb = Sandbox::new();
     let repo = sb.mirrors().join("acme__cstore");
-    std::fs::create_dir_all(repo.join("calc")).unwrap();
-    std::fs::create_dir_all(repo.join("tests")).unwrap();
-    run(&repo, "git", &["init", "-q"], &[]);
-    run(&repo, "git", &["config", "user.name", "t"], &[]);
-    run(&repo, "git", &["config", "user.email", "t@t"], &[]);
-    std::fs::write(repo.join("setup.py"), SETUP_PY).unwrap();
-    std::fs::write(
-        repo.join(".gitignore"),
-        "build/\n*.so\n*.egg-info/\ncalc/_fast.c\n",
-    )
-    .unwrap();
-    std::fs::write(repo.join("calc/_fast.pyx"), pyx_module(3)).unwrap();
-    std::fs::write(repo.join("calc/_speed.c"), c_module("speed", 1)).unwrap();
-    std::fs::write(repo.join("calc/_other.c"), c_module("other", 7)).unwrap();
-    std::fs::write(
-        repo.join("calc/__init__.py"),
-        "def add(a, b):\n    return a - b\n",
-    )
-    .unwrap();
-    std::fs::write(repo.join("tests/__init__.py"), "").unwrap();
     let tests = "import unittest\nfrom calc import _other, _speed, _fast\n\nclass T(unittest.TestCase):\n    def test_other(self):\n        self.assertEqual((_other.other(), _speed.speed(), _fast.fast()), (7, 1, 3))\n";
-    std::fs::write(repo.join("tests/test_calc.py"), tests).unwrap();
+    write_calc_repo(&repo, SETUP_PY, tests);
     // Three windows, the same compiled sources in all: instance 1 is over
     // the snapshot of c0, instance 2 over the snapshot of b1.
     commit_at(&repo, "true", T0 + 100);
     let b1 = commit_at(&repo, "echo one > NOTES", T0 + W + 100);
     let b2 = commit_at(&repo, "echo two > NOTES", T0 + 2 * W + 100);
-    let gold = {
-        std::fs::write(
-            repo.join("calc/__init__.py"),
-            "def add(a, b):\n    return a + b\n",
-        )
-        .unwrap();
-        let d = run(&repo, "git", &["diff"], &[]);
-        run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
-        d
-    };
-    let test_patch = {
-        std::fs::write(
-            repo.join("tests/test_calc.py"),
-            format!("{tests}\n    def test_add(self):\n        from calc import add\n        self.assertEqual(add(2, 3), 5)\n"),
-        )
-        .unwrap();
-        let d = run(&repo, "git", &["diff"], &[]);
-        run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
-        d
-    };
+    let gold = calc_gold(&repo);
+    let test_patch = diff_of_write(
+        &repo,
+        "tests/test_calc.py",
+        &format!("{tests}\n    def test_add(self):\n        from calc import add\n        self.assertEqual(add(2, 3), 5)\n"),
+    );
     let rows: Vec<Value> = [("acme__cstore-1", &b1), ("acme__cstore-2", &b2)]
         .iter()
         .map(|(id, base)| {
@@ -129,15 +86,20 @@ fn docker_snapshots_compile_through_what_earlier_builds_stored() {
         .unwrap()
     };
 
+    // A gold run of both instances, 1 worker; both resolve.
+    let cold_run = |run_id: &str| {
+        let mut args = docker_args("run", "gold", run_id);
+        args.extend(["--max-workers", "1", "--cache-level", "instance"]);
+        let out = sb.run(&args);
+        assert_eq!(out.status.code(), Some(exit::OK));
+        for id in ["acme__cstore-1", "acme__cstore-2"] {
+            assert_eq!(sb.outcome(run_id, "gold", id), "resolved", "{id}");
+        }
+    };
+
     // Cold: the first snapshot compiles the three units and stores them;
     // the second finds all three in the store.
-    let mut args = docker_args("run", "gold", "cold1");
-    args.extend(["--max-workers", "1", "--cache-level", "instance"]);
-    let out = sb.run(&args);
-    assert_eq!(out.status.code(), Some(exit::OK));
-    for id in ["acme__cstore-1", "acme__cstore-2"] {
-        assert_eq!(sb.outcome("cold1", "gold", id), "resolved", "{id}");
-    }
+    cold_run("cold1");
     let logs = snapshot_build_logs(sb.path());
     assert_eq!(logs.len(), 2, "two snapshots");
     for log in &logs {
@@ -177,20 +139,14 @@ fn docker_snapshots_compile_through_what_earlier_builds_stored() {
 
     // A new cold run on the same cache folder: both snapshots and both
     // instances built again, every unit found in the store.
-    remove_cstore_images();
+    remove_images_of("acme__cstore");
     std::fs::remove_dir_all(sb.path().join("logs/build_images")).unwrap();
-    let mut args = docker_args("run", "gold", "cold2");
-    args.extend(["--max-workers", "1", "--cache-level", "instance"]);
-    let out = sb.run(&args);
-    assert_eq!(out.status.code(), Some(exit::OK));
-    for id in ["acme__cstore-1", "acme__cstore-2"] {
-        assert_eq!(sb.outcome("cold2", "gold", id), "resolved", "{id}");
-    }
+    cold_run("cold2");
     let logs = snapshot_build_logs(sb.path());
     assert_eq!(logs.len(), 2, "two snapshots built again");
     for log in &logs {
         assert_eq!(cache_hits(log), 3, "{log}");
     }
     assert_eq!(files_in(&store), stored, "nothing new to store");
-    remove_cstore_images();
+    remove_images_of("acme__cstore");
 }

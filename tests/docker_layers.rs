@@ -56,22 +56,12 @@ fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes()
     );
     let b3 = commit_at(&repo, "echo third > third.txt", T0 + W + 200);
 
-    let gold = {
-        std::fs::write(repo.join("widgets/core.py"), CORE_FIXED).unwrap();
-        let d = run(&repo, "git", &["diff"], &[]);
-        run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
-        d
-    };
-    let test_patch = {
-        std::fs::write(
-            repo.join("tests/test_core.py"),
-            format!("{TESTS_BASE}\n{HIGH}"),
-        )
-        .unwrap();
-        let d = run(&repo, "git", &["diff"], &[]);
-        run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
-        d
-    };
+    let gold = diff_of_write(&repo, "widgets/core.py", CORE_FIXED);
+    let test_patch = diff_of_write(
+        &repo,
+        "tests/test_core.py",
+        &format!("{TESTS_BASE}\n{HIGH}"),
+    );
     let rows: Vec<Value> = [
         ("acme__snap-1", &b1),
         ("acme__snap-2", &b2),
@@ -342,46 +332,20 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
     if !docker_ready("docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree") {
         return;
     }
-    // Images of an earlier, failed run would be found, not built.
-    for old in images("patchgrade.")
-        .iter()
-        .filter(|i| i.contains("acme__cext"))
-    {
-        docker_out(&["rmi", old]);
-    }
+    remove_images_of("acme__cext");
     let sb = Sandbox::new();
     let repo = sb.mirrors().join("acme__cext");
-    std::fs::create_dir_all(repo.join("calc")).unwrap();
-    std::fs::create_dir_all(repo.join("tests")).unwrap();
-    run(&repo, "git", &["init", "-q"], &[]);
-    run(&repo, "git", &["config", "user.name", "t"], &[]);
-    run(&repo, "git", &["config", "user.email", "t@t"], &[]);
+    let tests = "import unittest\nfrom calc import _other\n\nclass T(unittest.TestCase):\n    def test_other(self):\n        self.assertEqual(_other.other(), 7)\n";
     // The snapshot's older tree asks for a package the instances' do not:
     // it must not reach their env.
-    std::fs::write(
-        repo.join("setup.py"),
-        SETUP_PY.replace(
+    write_calc_repo(
+        &repo,
+        &SETUP_PY.replace(
             "packages=['calc'],",
             "packages=['calc'], install_requires=['six'],",
         ),
-    )
-    .unwrap();
-    std::fs::write(
-        repo.join(".gitignore"),
-        "build/\n*.so\n*.egg-info/\ncalc/_fast.c\n",
-    )
-    .unwrap();
-    std::fs::write(repo.join("calc/_fast.pyx"), pyx_module(3)).unwrap();
-    std::fs::write(repo.join("calc/_speed.c"), c_module("speed", 1)).unwrap();
-    std::fs::write(repo.join("calc/_other.c"), c_module("other", 7)).unwrap();
-    std::fs::write(
-        repo.join("calc/__init__.py"),
-        "def add(a, b):\n    return a - b\n",
-    )
-    .unwrap();
-    std::fs::write(repo.join("tests/__init__.py"), "").unwrap();
-    let tests = "import unittest\nfrom calc import _other\n\nclass T(unittest.TestCase):\n    def test_other(self):\n        self.assertEqual(_other.other(), 7)\n";
-    std::fs::write(repo.join("tests/test_calc.py"), tests).unwrap();
+        tests,
+    );
     // Window 0: the snapshot's commit. Window 1: a base that changes no C
     // or Cython source, then one that changes _speed.c and _fast.pyx (the
     // snapshot's builds of them must not be what that instance tests).
@@ -400,26 +364,14 @@ fn docker_snapshot_build_compiles_through_the_cache_from_a_clean_tree() {
         ),
         T0 + W + 200,
     );
-    let gold = {
-        std::fs::write(
-            repo.join("calc/__init__.py"),
-            "def add(a, b):\n    return a + b\n",
-        )
-        .unwrap();
-        let d = run(&repo, "git", &["diff"], &[]);
-        run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
-        d
-    };
+    let gold = calc_gold(&repo);
     // Each instance's test asserts its own base's C and Cython code.
     let test_patch = |speed: i64| {
-        std::fs::write(
-            repo.join("tests/test_calc.py"),
-            format!("{tests}\n    def test_add(self):\n        from calc import add, _speed, _fast\n        self.assertEqual(add(2, 3), 5)\n        self.assertEqual(_speed.speed(), {speed})\n        self.assertEqual(_fast.fast(), {speed} + 2)\n"),
+        diff_of_write(
+            &repo,
+            "tests/test_calc.py",
+            &format!("{tests}\n    def test_add(self):\n        from calc import add, _speed, _fast\n        self.assertEqual(add(2, 3), 5)\n        self.assertEqual(_speed.speed(), {speed})\n        self.assertEqual(_fast.fast(), {speed} + 2)\n"),
         )
-        .unwrap();
-        let d = run(&repo, "git", &["diff"], &[]);
-        run(&repo, "git", &["checkout", "-q", "--", "."], &[]);
-        d
     };
     let f2p = "tests.test_calc.T.test_add";
     let p2p = "tests.test_calc.T.test_other";

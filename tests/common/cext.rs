@@ -105,3 +105,63 @@ pub fn cache_hits(log: &str) -> u64 {
         })
         .unwrap_or_else(|| panic!("no ccache statistics in the build log:\n{log}"))
 }
+
+/// `repo` (a folder of the sandbox's mirrors) made a git repository
+/// holding the calc package, uncommitted: `setup_py`, the two C
+/// extensions (`_speed` returning 1, `_other` 7), the Cython `_fast` (3),
+/// a wrong `add` and `tests/test_calc.py` holding `tests`.
+pub fn write_calc_repo(repo: &Path, setup_py: &str, tests: &str) {
+    std::fs::create_dir_all(repo.join("calc")).unwrap();
+    std::fs::create_dir_all(repo.join("tests")).unwrap();
+    run(repo, "git", &["init", "-q"], &[]);
+    run(repo, "git", &["config", "user.name", "t"], &[]);
+    run(repo, "git", &["config", "user.email", "t@t"], &[]);
+    let files = [
+        ("setup.py", setup_py.to_string()),
+        (
+            ".gitignore",
+            "build/\n*.so\n*.egg-info/\ncalc/_fast.c\n".into(),
+        ),
+        ("calc/_fast.pyx", pyx_module(3)),
+        ("calc/_speed.c", c_module("speed", 1)),
+        ("calc/_other.c", c_module("other", 7)),
+        (
+            "calc/__init__.py",
+            "def add(a, b):\n    return a - b\n".into(),
+        ),
+        ("tests/__init__.py", String::new()),
+        ("tests/test_calc.py", tests.to_string()),
+    ];
+    for (path, text) in files {
+        std::fs::write(repo.join(path), text).unwrap();
+    }
+}
+
+/// The diff of writing `text` to `path` in `repo`'s worktree, which is
+/// then put back.
+pub fn diff_of_write(repo: &Path, path: &str, text: &str) -> String {
+    std::fs::write(repo.join(path), text).unwrap();
+    let d = run(repo, "git", &["diff"], &[]);
+    run(repo, "git", &["checkout", "-q", "--", "."], &[]);
+    d
+}
+
+/// The gold patch of the calc package: `add` made right.
+pub fn calc_gold(repo: &Path) -> String {
+    diff_of_write(
+        repo,
+        "calc/__init__.py",
+        "def add(a, b):\n    return a + b\n",
+    )
+}
+
+/// Removes patchgrade's images whose names hold `part` (an earlier, failed
+/// run's images would be found, not built).
+pub fn remove_images_of(part: &str) {
+    for old in super::layers::images("patchgrade.")
+        .iter()
+        .filter(|i| i.contains(part))
+    {
+        docker_out(&["rmi", old]);
+    }
+}
