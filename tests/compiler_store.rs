@@ -1,7 +1,8 @@
 //! The compiler cache store on the real engine (backend::docker::
 //! compiler_store): snapshots of different windows, and a second cold run
-//! with the images removed, compile through what earlier builds stored in
-//! the cache folder; no image keeps the store's address.
+//! with the images removed, compile (ccache) and translate (Cython) through
+//! what earlier builds stored in the cache folder; no image keeps the
+//! store's address.
 //!
 //! Skips without a daemon unless PATCHGRADE_REQUIRE_DOCKER=1 (CI).
 
@@ -32,6 +33,12 @@ fn snapshot_build_logs(root: &std::path::Path) -> Vec<String> {
     dirs.iter()
         .map(|d| std::fs::read_to_string(d.join("build_image.log")).unwrap())
         .collect()
+}
+
+/// The Cython modules a build log says it took from the store.
+fn cython_from_store(log: &str) -> usize {
+    log.matches("patchgrade: Cython module from the store: _fast.c-")
+        .count()
 }
 
 #[test]
@@ -111,6 +118,12 @@ fn docker_snapshots_compile_through_what_earlier_builds_stored() {
     let mut hits: Vec<u64> = logs.iter().map(|l| cache_hits(l)).collect();
     hits.sort();
     assert_eq!(hits, vec![0, 3], "{logs:#?}");
+    // Cython's module too: translated by one, found in the store by the
+    // other (its fingerprint is the same: the same sources and Cython).
+    let mut found: Vec<usize> = logs.iter().map(|l| cython_from_store(l)).collect();
+    found.sort();
+    assert_eq!(found, vec![0, 1], "{logs:#?}");
+    assert_eq!(files_in(&store.join("cython")), 1);
     let stored = files_in(&store);
     assert!(stored >= 3, "{stored} files in {}", store.display());
     // `patchgrade images` says what the store holds.
@@ -146,6 +159,8 @@ fn docker_snapshots_compile_through_what_earlier_builds_stored() {
     assert_eq!(logs.len(), 2, "two snapshots built again");
     for log in &logs {
         assert_eq!(cache_hits(log), 3, "{log}");
+        assert_eq!(cython_from_store(log), 1, "{log}");
+        assert!(log.contains("Found compiled calc/_fast.pyx in cache"), "{log}");
     }
     assert_eq!(files_in(&store), stored, "nothing new to store");
     remove_images_of("acme__cstore");

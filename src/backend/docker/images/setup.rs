@@ -84,6 +84,11 @@ const BUILD_OBJECTS: &str = "build/temp.*";
 /// The variable that turns the hook on; the hook module and its `.pth`
 /// line are written into the setup's site-packages and removed after it.
 const CYTHON_CACHE_VAR: &str = "PATCHGRADE_CYTHON_CACHE";
+/// The store's URL for Cython's modules, for the hook.
+const CYTHON_REMOTE_VAR: &str = "PATCHGRADE_CYTHON_REMOTE";
+/// The store's folder of Cython's modules (ccache's own entries are in
+/// two-character folders).
+const CYTHON_STORE_FOLDER: &str = "cython";
 const CYTHON_CACHE_MODULE: &str = "patchgrade_cython_cache";
 const CYTHON_CACHE_HOOK: &str = include_str!("cython_cache.py");
 
@@ -330,7 +335,21 @@ fn cython_cache_lines(cache: CacheUse) -> String {
         )),
         CacheUse::Eval => s.push_str(&format!("export {CYTHON_CACHE_VAR}={CYTHON_CACHE}\n")),
     }
+    s.push_str(&cython_remote_lines(cache));
     s
+}
+
+/// Cython's modules through the compiler cache store too, when the build
+/// was sent its address ([`compiler_cache_lines`] read it): the hook looks
+/// a module up there before translating it, and stores what it
+/// translates. Not traced: the address holds the store's secret.
+fn cython_remote_lines(cache: CacheUse) -> String {
+    match cache {
+        CacheUse::Eval => String::new(),
+        CacheUse::Fill | CacheUse::Read => format!(
+            "{{ set +x; }} 2>/dev/null; if [ -n \"${{CCACHE_REMOTE_STORAGE:-}}\" ]; then export {CYTHON_REMOTE_VAR}=\"${{CCACHE_REMOTE_STORAGE%%|*}}/{CYTHON_STORE_FOLDER}\"; echo 'patchgrade: translating Cython through the compiler cache store'; fi; set -x\n"
+        ),
+    }
 }
 
 /// The hook removed (no test ever loads it), and an instance's copy of the
@@ -339,7 +358,7 @@ fn cython_cache_lines(cache: CacheUse) -> String {
 fn cython_cache_end(cache: CacheUse) -> String {
     let mut s = format!(
         "rm -f \"$patchgrade_site/{CYTHON_CACHE_MODULE}.py\" \"$patchgrade_site/{CYTHON_CACHE_MODULE}.pth\" \"$patchgrade_site\"/__pycache__/{CYTHON_CACHE_MODULE}.*\n\
-         unset {CYTHON_CACHE_VAR}\n"
+         unset {CYTHON_CACHE_VAR} {CYTHON_REMOTE_VAR}\n"
     );
     if cache == CacheUse::Read {
         s.push_str(&format!("rm -rf {CYTHON_CACHE_COPY}\n"));
@@ -595,10 +614,14 @@ mod tests {
         std::fs::create_dir(t.path().join(".git")).unwrap();
         let file = t.path().join(".git").join(COMPILER_REMOTE);
         let run = |cache: CacheUse| {
+            // Cython's URL is the store's, set after the compiler's lines
+            // and gone after the setup (`cython_cache_end`).
             let script = format!(
-                "set -x\n{}{{ set +x; }} 2>/dev/null\necho \"remote=${{CCACHE_REMOTE_STORAGE:-unset}} ro=${{CCACHE_READONLY:-unset}}\"\ntest -e {} || echo removed\n",
+                "set -x\n{}{}{{ set +x; }} 2>/dev/null\necho \"remote=${{CCACHE_REMOTE_STORAGE:-unset}} ro=${{CCACHE_READONLY:-unset}}\"\ntest -e {} || echo removed\necho \"cython=${{{CYTHON_REMOTE_VAR}:-unset}}\"\npatchgrade_site={root}\n{}echo \"cython after=${{{CYTHON_REMOTE_VAR}:-unset}}\"\n",
                 compiler_cache_lines(cache).replace(TESTBED, root),
-                file.display()
+                cython_remote_lines(cache),
+                file.display(),
+                cython_cache_end(cache),
             );
             let out = std::process::Command::new("bash")
                 .args(["-c", &script])
@@ -618,18 +641,26 @@ mod tests {
             "{stdout}"
         );
         assert!(stdout.contains("compiling through the compiler cache store"));
+        assert!(stdout.contains("translating Cython through the compiler cache store"));
+        let cython = "cython=http://172.17.0.1:4000/5ec7e7/cython\n";
+        assert!(stdout.contains(cython), "{stdout}");
+        assert!(stdout.contains("cython after=unset"), "{stdout}");
         assert!(!trace.contains("5ec7e7"), "{trace}");
         let (stdout, _) = run(CacheUse::Read);
         assert!(stdout.contains("remote=unset ro=1"), "{stdout}");
+        assert!(stdout.contains("cython=unset"), "{stdout}");
         std::fs::write(&file, remote).unwrap();
-        let (stdout, _) = run(CacheUse::Fill);
+        let (stdout, trace) = run(CacheUse::Fill);
         assert!(
             stdout.contains(&format!("remote={remote} ro=unset")),
             "{stdout}"
         );
+        assert!(stdout.contains(cython), "{stdout}");
+        assert!(!trace.contains("5ec7e7"), "{trace}");
         std::fs::write(&file, remote).unwrap();
         let (stdout, _) = run(CacheUse::Eval);
         assert!(stdout.contains("remote=unset ro=1"), "{stdout}");
+        assert!(stdout.contains("cython=unset"), "{stdout}");
         assert!(file.exists());
     }
 }
