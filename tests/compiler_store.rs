@@ -160,7 +160,10 @@ fn docker_snapshots_compile_through_what_earlier_builds_stored() {
     for log in &logs {
         assert_eq!(cache_hits(log), 3, "{log}");
         assert_eq!(cython_from_store(log), 1, "{log}");
-        assert!(log.contains("Found compiled calc/_fast.pyx in cache"), "{log}");
+        assert!(
+            log.contains("Found compiled calc/_fast.pyx in cache"),
+            "{log}"
+        );
     }
     assert_eq!(files_in(&store), stored, "nothing new to store");
     remove_images_of("acme__cstore");
