@@ -16,6 +16,9 @@
 //! (the build reads it from a file its setup removes), so a test container
 //! with network cannot read or write it. A hit is ccache's own check: the
 //! key covers the preprocessed source, the compiler and its arguments.
+//! Cython's translated modules are kept here too, in a `cython/` folder
+//! (`images::setup`'s Cython hook fetches and stores them under Cython's
+//! own fingerprint).
 //!
 //! The store itself ([`Store`]) is plain file code: entries written
 //! atomically, their times the LRU order, trimmed to [`STORE_MAX`].
