@@ -1,8 +1,8 @@
 //! The compiler cache store on the real engine (backend::docker::
 //! compiler_store): snapshots of different windows, and a second cold run
 //! with the images removed, compile (ccache) and translate (Cython) through
-//! what earlier builds stored in the cache folder; no image keeps the
-//! store's address.
+//! what earlier builds stored in the cache folder, as do instance images
+//! sent their whole tree (no snapshot); no image keeps the store's address.
 //!
 //! Skips without a daemon unless PATCHGRADE_REQUIRE_DOCKER=1 (CI).
 
@@ -167,4 +167,87 @@ fn docker_snapshots_compile_through_what_earlier_builds_stored() {
     }
     assert_eq!(files_in(&store), stored, "nothing new to store");
     remove_images_of("acme__cstore");
+}
+
+#[test]
+fn docker_whole_tree_instances_compile_through_the_store() {
+    if !docker_ready("docker_whole_tree_instances_compile_through_the_store") {
+        return;
+    }
+    remove_images_of("acme__cwhole");
+    let sb = Sandbox::new();
+    let repo = sb.mirrors().join("acme__cwhole");
+    let tests = "import unittest\nfrom calc import _other, _speed, _fast\n\nclass T(unittest.TestCase):\n    def test_other(self):\n        self.assertEqual((_other.other(), _speed.speed(), _fast.fast()), (7, 1, 3))\n";
+    write_calc_repo(&repo, SETUP_PY, tests);
+    // Both commits in the history's first window: no anchor, so no
+    // snapshot; each instance image is sent its whole tree (as astropy's
+    // trees with submodules are).
+    let b1 = commit_at(&repo, "true", T0 + 100);
+    let b2 = commit_at(&repo, "echo two > NOTES", T0 + 200);
+    let gold = calc_gold(&repo);
+    let test_patch = diff_of_write(
+        &repo,
+        "tests/test_calc.py",
+        &format!("{tests}\n    def test_add(self):\n        from calc import add\n        self.assertEqual(add(2, 3), 5)\n"),
+    );
+    let rows: Vec<Value> = [("acme__cwhole-1", &b1), ("acme__cwhole-2", &b2)]
+        .iter()
+        .map(|(id, base)| {
+            instance(
+                id,
+                "acme/cwhole",
+                base,
+                &gold,
+                &test_patch,
+                &["tests.test_calc.T.test_add"],
+                &["tests.test_calc.T.test_other"],
+            )
+        })
+        .collect();
+    sb.write("dataset.jsonl", &jsonl(&rows));
+    sb.write(
+        "specs/cwhole.yaml",
+        &BUILD_SPEC.replace("repo: acme/cext", "repo: acme/cwhole"),
+    );
+    // One worker: instance 1 is built first and stores what it compiles.
+    let mut args = docker_args("run", "gold", "whole");
+    args.extend(["--max-workers", "1", "--cache-level", "instance"]);
+    let out = sb.run(&args);
+    assert_eq!(out.status.code(), Some(exit::OK));
+    for id in ["acme__cwhole-1", "acme__cwhole-2"] {
+        assert_eq!(sb.outcome("whole", "gold", id), "resolved", "{id}");
+    }
+    assert!(
+        !images("patchgrade.snap.")
+            .iter()
+            .any(|i| i.contains("cwhole")),
+        "no snapshot"
+    );
+    let (first, second) = (
+        instance_build_log(sb.path(), "acme__cwhole-1"),
+        instance_build_log(sb.path(), "acme__cwhole-2"),
+    );
+    for log in [&first, &second] {
+        assert!(
+            log.contains("patchgrade: compiling through the compiler cache store"),
+            "{log}"
+        );
+    }
+    assert_eq!((cache_hits(&first), cache_hits(&second)), (0, 3));
+    assert_eq!(
+        (cython_from_store(&first), cython_from_store(&second)),
+        (0, 1)
+    );
+    // Neither image keeps a cache, the objects or the store's address.
+    for image in images("patchgrade.eval.")
+        .iter()
+        .filter(|i| i.contains("cwhole"))
+    {
+        let seen = in_image(
+            image,
+            "ls -d /tmp/patchgrade-ccache /tmp/patchgrade-cycache /testbed/build/temp.* /testbed/.git/patchgrade-ccache-remote 2>/dev/null | wc -l; env | grep -c CCACHE || true",
+        );
+        assert_eq!(seen, "0\n0", "{image}");
+    }
+    remove_images_of("acme__cwhole");
 }

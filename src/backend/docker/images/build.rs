@@ -149,7 +149,14 @@ impl DockerBackend {
                 let name = plan.name.clone();
                 let over = Over::new(&env.name, inst);
                 let built = self
-                    .ensure_over(Tier::Instance, &name, Some(over), || async { Ok(plan) })
+                    .ensure_over(Tier::Instance, &name, Some(over), || async {
+                        // A build that compiles goes through the store, if served.
+                        let remote = match spec.snapshot_build {
+                            true => self.compiler_remote().await,
+                            false => None,
+                        };
+                        Ok(plan.with_compiler_remote(remote))
+                    })
                     .await?;
                 (name, built)
             }

@@ -164,7 +164,26 @@ fn an_instance_over_a_build_snapshot_starts_clean_and_reads_the_cache() {
     // own check is of tracked files in both).
     assert!(plain.contains("git status --porcelain --ignored)"));
     assert!(!plain.contains("-n \"$(git status --porcelain --untracked-files=no)\" ]; then\necho"));
-    assert!(!setup_repo_script(&spec(BUILT)).contains("ccache"));
+}
+
+#[test]
+fn a_whole_tree_instance_of_a_build_spec_compiles_through_the_store() {
+    // No snapshot below: the install reads the store (the remote file)
+    // through an empty cache copy, then keeps neither cache nor objects.
+    let s = setup_repo_script(&spec(BUILT));
+    let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle}:\n{s}"));
+    assert!(at("git add -A -f") < at("export CCACHE_DIR=/tmp/patchgrade-ccache"));
+    assert!(at("if [ -d /opt/patchgrade/ccache ]; then cp -a") < at("make libs\n"));
+    assert!(at(&format!("/testbed/.git/{COMPILER_REMOTE}")) < at("make libs\n"));
+    assert!(at("export PATCHGRADE_CYTHON_CACHE=/tmp/patchgrade-cycache") < at("make libs\n"));
+    assert!(at("pip install -e .\n") < at("rm -rf /testbed/build/temp.* /tmp/patchgrade-ccache"));
+    assert!(at("pip install -e .\n") < s.rfind("rm -rf /tmp/patchgrade-cycache").unwrap());
+    assert!(at("ccache --show-stats") < at("'patchgrade setup'"));
+    // A spec without `snapshot_build` installs as it always did.
+    let plain = setup_repo_script(&spec(PLAIN));
+    for absent in ["ccache", "cycache", "cython", "build/temp"] {
+        assert!(!plain.contains(absent), "{absent}:\n{plain}");
+    }
 }
 
 #[test]
