@@ -394,7 +394,8 @@ fn snapshot_build_is_on_where_it_was_measured() {
 
 /// Where the built-in specs install a pip base (issue 22): one list for
 /// every sphinx version on Python 3.9 (what all 44 Verified instances
-/// resolved to), none on 3.10, where it was not measured.
+/// resolved to), none on 3.10, where it was not measured; django's per
+/// Python.
 #[test]
 fn pip_bases_are_where_they_were_measured() {
     let b = SpecSet::builtin().unwrap();
@@ -415,7 +416,25 @@ fn pip_bases_are_where_they_were_measured() {
     }
     assert!(pins("sphinx-doc/sphinx", "8.0").is_empty());
     assert!(!pins("pydata/xarray", "2022.06").is_empty());
-    assert!(pins("django/django", "3.0").is_empty());
+    // django: 3.0-3.2 on 3.6 and 4.1-4.2 on 3.9 (what their Verified envs
+    // resolved to); none where it was not measured.
+    for (v, numpy) in [
+        ("3.0", "numpy==1.19.5"),
+        ("3.2", "numpy==1.19.5"),
+        ("4.1", "numpy==2.0.2"),
+        ("4.2", "numpy==2.0.2"),
+    ] {
+        assert!(pins("django/django", v).iter().any(|p| p == numpy), "{v}");
+        assert!(
+            !pins("django/django", v)
+                .iter()
+                .any(|p| p.starts_with("pylibmc")),
+            "{v}"
+        );
+    }
+    for v in ["2.2", "4.0", "5.0"] {
+        assert!(pins("django/django", v).is_empty(), "{v}");
+    }
 }
 
 #[test]
