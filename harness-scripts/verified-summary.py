@@ -17,8 +17,9 @@ With SEGMENTS_TSV, a timeline too: per repository, when its records were
 written on the summed clock of the segments (seconds since the first
 segment's start, the gaps between segments left out: the issue 22 measure
 "summed wall time"), and how many had finished at each hour mark. A
-segment still running (its log in the `segments` folder beside the tsv,
-no line in the tsv yet) counts up to now.
+segment still running (the newest log in the `segments` folder beside the
+tsv, no line in the tsv yet) counts up to now; an older log without a tsv
+line is a segment cut short, counted up to its log's last write.
 """
 import glob
 import json
@@ -117,11 +118,22 @@ def segment_spans(segments):
             start = epoch(f[1], "%Y-%m-%dT%H:%M:%SZ")
             spans[start] = epoch(f[2], "%Y-%m-%dT%H:%M:%SZ")
     logs = os.path.join(os.path.dirname(segments), "segments")
+    unrecorded = []
     for log in glob.glob(os.path.join(logs, "*.log")):
         m = re.search(r"-(\d{8}T\d{6}Z)\.log$", log)
         if m:
             start = epoch(m.group(1), "%Y%m%dT%H%M%SZ")
-            spans.setdefault(start, time.time())
+            # The tsv's start and the log's name come from two clock
+            # readings, a second or so apart.
+            if not any(abs(start - s) <= 5 for s in spans):
+                unrecorded.append((start, os.path.getmtime(log)))
+    # A segment without a tsv line is running only if it is the newest;
+    # an older one was cut short (killed before its line was written) and
+    # ended when its log was last written.
+    newest = max(spans, default=None)
+    for start, last_write in unrecorded:
+        running = all(start > s for s, _ in unrecorded if s != start) and (newest is None or start > newest)
+        spans[start] = time.time() if running else last_write
     return sorted(spans.items())
 
 
