@@ -167,7 +167,16 @@ impl<'a> EvalSteps<'a> {
         // environment in the order a checkout-first run would.
         let in_memory = self.runner.backend.applies_in_memory();
         let mut co = self.workspace(&mut rs, !in_memory).await?;
-        let (env, activate) = match self.prepare_environment(&rs, &co.ws).await {
+        // A Ctrl-C stops an image build too (dropping it ends the build
+        // request, and the engine stops the build): a cold snapshot build
+        // can take minutes.
+        let mut stopped = cancel.clone();
+        let prepared = tokio::select! {
+            p = self.prepare_environment(&rs, &co.ws) => p,
+            // Only a Ctrl-C: a dropped sender (no watcher) never stops it.
+            Ok(_) = stopped.wait_for(|c| *c) => return Err(Halt::Cancelled),
+        };
+        let (env, activate) = match prepared {
             Ok(v) => v,
             Err(stop) => {
                 if !co.made {

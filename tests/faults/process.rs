@@ -1,6 +1,7 @@
 //! Faults of the patchgrade process itself: killed outright and run again,
-//! interrupted once or twice, two processes on one run id, a test that
-//! outlives `--timeout` ignoring SIGTERM.
+//! interrupted once or twice (in the tests, or in an image build), two
+//! processes on one run id, a test that outlives `--timeout` ignoring
+//! SIGTERM.
 
 use patchgrade::exit;
 use std::time::{Duration, Instant};
@@ -251,6 +252,64 @@ fn a_test_sleeping_past_the_timeout_ignoring_sigterm_times_out() {
     assert_eq!(rec["detail"], "exceeded --timeout 8s");
     assert_eq!(c.record(run, "q1")["outcome"], "resolved");
     assert_eq!(c.record(run, "q2")["outcome"], "unresolved");
+    c.assert_nothing_left(None, run);
+    c.remove_images();
+}
+
+/// Whether a process whose command line is exactly `cmd` runs on the host
+/// (a container's processes are the host's too).
+fn host_runs(cmd: &str) -> bool {
+    std::process::Command::new("pgrep")
+        .args(["-fx", cmd])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn one_sigint_stops_an_image_build() {
+    if !docker_ready("one_sigint_stops_an_image_build") {
+        return;
+    }
+    let _serial = serial();
+    // The instance image's setup sleeps: its build would take 10 minutes.
+    let sleep = "sleep 637";
+    let spec = UNITTEST_SPEC.replace(
+        "    test_cmd:",
+        &format!("    pre_install: [{sleep}]\n    test_cmd:"),
+    );
+    let mut c = Corpus::with_spec("fb", &spec);
+    let gold = c.w.gold.clone();
+    c.add("slow", HIGH, &gold);
+    c.write();
+    let run = "intb";
+    let mut p = c.spawn(run, &["--max-workers", "1"], "intb");
+    wait_for(
+        "the instance build's setup",
+        Duration::from_secs(300),
+        || host_runs(sleep),
+    );
+    let t = Instant::now();
+    p.signal(libc::SIGINT);
+    assert_eq!(p.wait(Duration::from_secs(60)), Some(exit::INTERRUPTED));
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "stopped in {:?}",
+        t.elapsed()
+    );
+    let err = p.stderr();
+    assert!(
+        err.contains(&format!("{}: stopped, nothing recorded", c.id("slow"))),
+        "{err}"
+    );
+    assert!(!c.has_record(run, "slow"));
+    // The engine stopped the build: its setup no longer runs, and no image
+    // of the instance was tagged.
+    wait_for("the build's setup to stop", Duration::from_secs(30), || {
+        !host_runs(sleep)
+    });
+    let tagged = docker_out(None, &["images", "--format", "{{.Repository}}"]);
+    assert!(!tagged.contains(&c.id("slow")), "{tagged}");
     c.assert_nothing_left(None, run);
     c.remove_images();
 }

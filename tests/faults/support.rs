@@ -71,8 +71,13 @@ pub struct Corpus {
 
 impl Corpus {
     pub fn new(prefix: &str) -> Corpus {
+        Corpus::with_spec(prefix, UNITTEST_SPEC)
+    }
+
+    /// A corpus of the widgets repository under `spec`.
+    pub fn with_spec(prefix: &str, spec: &str) -> Corpus {
         Corpus {
-            w: Widgets::new(UNITTEST_SPEC, &[]),
+            w: Widgets::new(spec, &[]),
             prefix: prefix.to_string(),
             rows: Vec::new(),
             preds: Vec::new(),
