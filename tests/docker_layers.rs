@@ -103,6 +103,14 @@ fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes()
         );
     }
     assert!(!layers(&inst("acme__snap-1")).starts_with(&snap_layers));
+    // Its objects are the pack made from the mirror; its tree has no .git.
+    assert_eq!(
+        in_image(
+            snap[0],
+            "ls /opt/patchgrade/snapshot-objects/pack; test ! -e /testbed/.git && echo no .git"
+        ),
+        "pack-patchgrade-snapshot.idx\npack-patchgrade-snapshot.pack\nno .git"
+    );
 
     // Each /testbed is its base tree exactly, in a one-commit repository.
     for (id, base) in [("acme__snap-2", &b2), ("acme__snap-3", &b3)] {

@@ -588,8 +588,13 @@ impl DockerBackend {
             plan.files
                 .iter()
                 // Files sent into the tree (an instance's pack) are tree too,
-                // and the git sources' packs are histories, not scripts.
-                .filter(|f| !f.path.starts_with("testbed/") && !f.path.starts_with("git/"))
+                // and the git sources' packs and a snapshot's objects are
+                // histories, not scripts.
+                .filter(|f| {
+                    !["testbed/", "git/", "snapshot-objects/"]
+                        .iter()
+                        .any(|p| f.path.starts_with(p))
+                })
                 .map(|f| (f.path.as_str(), f.data.as_slice())),
         ) {
             let p = dir.join(name);

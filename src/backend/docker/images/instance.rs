@@ -167,7 +167,27 @@ impl DockerBackend {
                         false => None,
                     };
                     let snap_plan = snap.with_compiler_remote(remote.clone());
-                    self.ensure_built(&snap_plan).await?;
+                    let snap_name = snap_plan.name.clone();
+                    let (mirror, pure) = (base.repo.clone(), !spec.snapshot_build);
+                    self.ensure_named(Tier::Env, &snap_name, || async move {
+                        if !pure {
+                            return Ok(snap_plan);
+                        }
+                        // Its objects, packed from the mirror only when it
+                        // is built.
+                        let pack = tokio::task::spawn_blocking(move || {
+                            let r = git2::Repository::open_bare(&mirror)?;
+                            snapshot::tree_pack(&r, anchor)
+                        })
+                        .await
+                        .map_err(|e| DockerError::Config(format!("snapshot pack task: {e}")))?
+                        .map_err(|source| ImageError::Git {
+                            what: format!("the objects of tree {anchor}"),
+                            source,
+                        })?;
+                        Ok(snap_plan.with_objects_pack(pack))
+                    })
+                    .await?;
                     tokio::task::spawn_blocking(move || {
                         let git = |source| ImageError::Git {
                             what: format!("the changes from tree {anchor} to {}", base.tree),

@@ -26,6 +26,11 @@ const INSTANCE_DOCKERFILE: &str =
     include_str!("../../../../harness-scripts/docker/instance.Dockerfile");
 const SNAPSHOT_DOCKERFILE: &str =
     include_str!("../../../../harness-scripts/docker/snapshot.Dockerfile");
+const SNAPSHOT_TREE_DOCKERFILE: &str =
+    include_str!("../../../../harness-scripts/docker/snapshot-tree.Dockerfile");
+/// The pack of a snapshot's objects made from the mirror
+/// ([`ImagePlan::with_objects_pack`]), under [`SNAPSHOT_OBJECTS`]`/pack`.
+const SNAPSHOT_PACK: &str = "pack-patchgrade-snapshot";
 const DELTA_DOCKERFILE: &str =
     include_str!("../../../../harness-scripts/docker/instance-delta.Dockerfile");
 
@@ -197,6 +202,18 @@ impl ImagePlan {
                 files: moved,
             });
         }
+        self
+    }
+
+    /// A snapshot plan of a spec without `snapshot_build` with its git
+    /// objects, `pack` ([`super::snapshot::tree_pack`] of its tree): made
+    /// only when the image is built. Its name does not change: the pack is
+    /// a function of the tree, which the name holds.
+    pub fn with_objects_pack(mut self, pack: Vec<u8>) -> ImagePlan {
+        self.files.push(ContextFile::new(
+            &format!("snapshot-objects/pack/{SNAPSHOT_PACK}.pack"),
+            pack,
+        ));
         self
     }
 
@@ -573,8 +590,27 @@ pub fn instance_plan(
 }
 
 /// The snapshot image of `repo` at tree `anchor` on `env` (see
-/// [`super::snapshot`]); kept and evicted with the env tier.
+/// [`super::snapshot`]); kept and evicted with the env tier. A spec that
+/// builds nothing in its snapshot gets its git objects as a pack made from
+/// the mirror when the image is built ([`ImagePlan::with_objects_pack`]);
+/// a `snapshot_build` spec's setup needs a repository of the tree, so its
+/// snapshot commits the tree in the image and packs that.
 pub fn snapshot_plan(env: &str, repo: &str, spec: &Spec, anchor: TreeSource) -> ImagePlan {
+    if !spec.snapshot_build {
+        let dockerfile = SNAPSHOT_TREE_DOCKERFILE
+            .replace("{{env}}", env)
+            .replace("{{objects}}", SNAPSHOT_OBJECTS)
+            .replace("{{pack}}", SNAPSHOT_PACK);
+        let tree_id = anchor.tree.to_string();
+        return ImagePlan::addressed(
+            Tier::Env,
+            snapshot_repository(repo),
+            &[dockerfile.as_bytes(), tree_id.as_bytes()],
+            dockerfile.clone(),
+            Vec::new(),
+            vec![("testbed".to_string(), anchor)],
+        );
+    }
     let parent = SNAPSHOT_OBJECTS.rsplit_once('/').map_or("/", |(p, _)| p);
     // A `snapshot_build` spec's setup runs in the snapshot's repository,
     // before its objects are packed away (see `setup`).

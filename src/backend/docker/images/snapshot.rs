@@ -8,7 +8,10 @@
 //! the paths to delete, the files that changed, and a pack of the base
 //! tree's objects the snapshot lacks. Its `/testbed` is the same one-commit
 //! repository as before (the snapshot's objects reached through git's
-//! alternates, never through a ref).
+//! alternates, never through a ref). A spec that builds nothing in its
+//! snapshot gets those objects as a pack made here from the mirror
+//! ([`tree_pack`]); a `snapshot_build` snapshot commits its tree in the
+//! image, for its setup.
 //!
 //! The snapshot's commit, the **anchor**, is the newest first-parent
 //! ancestor of the base commit committed before the 91-day window the base
@@ -178,6 +181,19 @@ fn ancestors(path: &str) -> impl Iterator<Item = &str> {
 pub fn missing_objects_pack(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<u8>, git2::Error> {
     let mut have = HashSet::new();
     collect(repo, from, &mut have)?;
+    pack_of(repo, &have, to)
+}
+
+/// A pack of every object of `tree` (its trees and blobs; a submodule's
+/// commit is not one): the git objects of a snapshot image, made from the
+/// mirror. Committing the tree in the image instead (`git add`, commit,
+/// repack) took 13 s of a django snapshot's build under load, this 3.4 s.
+pub fn tree_pack(repo: &Repository, tree: Oid) -> Result<Vec<u8>, git2::Error> {
+    pack_of(repo, &HashSet::new(), tree)
+}
+
+/// A pack of the objects of tree `to` not in `have`.
+fn pack_of(repo: &Repository, have: &HashSet<Oid>, to: Oid) -> Result<Vec<u8>, git2::Error> {
     let mut pb = repo.packbuilder()?;
     pb.set_threads(1);
     let mut stack = vec![to];

@@ -316,3 +316,39 @@ fn trees_holding_a_submodule_are_sent_since_the_snapshot_cannot_hold_them() {
     );
     assert!(!odb.exists(blob), "the blob is in the snapshot");
 }
+
+/// A snapshot's pack from the mirror holds every tree and blob of its
+/// tree and no submodule's commit, and git accepts it: a repository of
+/// the pack alone reads the tree back whole.
+#[test]
+fn a_tree_pack_holds_the_whole_tree() {
+    let d = tempfile::tempdir().unwrap();
+    let repo = Repository::init_bare(d.path().join("m.git")).unwrap();
+    let (a, b) = (repo.blob(b"a\n").unwrap(), repo.blob(b"b\n").unwrap());
+    let gitlink = Oid::from_str("8cabd919ca63f0e6c12e8405e8542a45d910fa62").unwrap();
+    let mut sub = repo.treebuilder(None).unwrap();
+    sub.insert("mod", gitlink, 0o160000).unwrap();
+    sub.insert("b.txt", b, 0o100755).unwrap();
+    let sub = sub.write().unwrap();
+    let mut top = repo.treebuilder(None).unwrap();
+    top.insert("lib", sub, 0o040000).unwrap();
+    top.insert("a.txt", a, 0o100644).unwrap();
+    let top = top.write().unwrap();
+    let pack = tree_pack(&repo, top).unwrap();
+    let work = d.path().join("w");
+    std::fs::create_dir(&work).unwrap();
+    git(&work, &["init", "-q"], None);
+    let sent = work.join(".git/objects/pack/pack-patchgrade-snapshot.pack");
+    std::fs::write(&sent, &pack).unwrap();
+    git(&work, &["index-pack", &sent.display().to_string()], None);
+    let listed = git(&work, &["verify-pack", "-v", &pack_path(&work)], None);
+    for (id, kind) in [(top, "tree"), (sub, "tree"), (a, "blob"), (b, "blob")] {
+        assert!(listed.contains(&format!("{id} {kind}")), "{id}:\n{listed}");
+    }
+    assert!(!listed.contains(&gitlink.to_string()), "{listed}");
+    let back = git(&work, &["ls-tree", "-r", &top.to_string()], None);
+    assert!(
+        back.contains(&format!("{a}\ta.txt")) && back.contains(&format!("{b}\tlib/b.txt")),
+        "{back}"
+    );
+}
