@@ -10,7 +10,6 @@ use tokio::sync::watch;
 
 use super::{Job, Runner};
 use crate::backend::{Env, Workspace};
-use crate::grade;
 use crate::outcome::{Outcome, Timings};
 use crate::patch::{apply_in_tree, ApplyStrategy, FileChange, Patch, TreeChanges};
 use crate::record::EvalRecord;
@@ -18,6 +17,8 @@ use crate::rundir::eval_dir::EvalDir;
 use crate::script::dataset::{self, DatasetScript};
 use crate::script::EvalScript;
 use crate::spec::ResolvedSpec;
+
+mod grading;
 
 pub(super) enum Evaluated {
     /// The record, and the per-instance log (`run_instance.log`).
@@ -167,13 +168,11 @@ impl<'a> EvalSteps<'a> {
         // environment in the order a checkout-first run would.
         let in_memory = self.runner.backend.applies_in_memory();
         let mut co = self.workspace(&mut rs, !in_memory).await?;
-        // A Ctrl-C stops an image build too (dropping it ends the build
-        // request, and the engine stops the build): a cold snapshot build
-        // can take minutes.
+        // A Ctrl-C stops an image build too (the engine stops a build whose
+        // request ends); a dropped sender (no watcher) never does.
         let mut stopped = cancel.clone();
         let prepared = tokio::select! {
             p = self.prepare_environment(&rs, &co.ws) => p,
-            // Only a Ctrl-C: a dropped sender (no watcher) never stops it.
             Ok(_) = stopped.wait_for(|c| *c) => return Err(Halt::Cancelled),
         };
         let (env, activate) = match prepared {
@@ -641,69 +640,5 @@ impl<'a> EvalSteps<'a> {
             ));
         }
         Ok(text)
-    }
-
-    /// The log parsed and graded; a gradable run with a candidate is audited.
-    fn grade(
-        &mut self,
-        rs: &ResolvedSpec,
-        text: &str,
-        candidate: Option<&str>,
-        checkout: Option<&std::path::Path>,
-    ) -> (Outcome, Option<String>) {
-        let inst = &self.job.instance;
-        let graded = grade::grade_log(
-            rs.spec.log_parser,
-            text,
-            &inst.fail_to_pass,
-            &inst.pass_to_pass,
-        );
-        self.record.test_exit_code = graded.test_exit_code;
-        let detail = graded.detail(text);
-        let outcome = if graded.resolved() {
-            Outcome::Resolved
-        } else {
-            Outcome::Unresolved
-        };
-        let (map, g) = match graded.graded {
-            Ok(graded) => graded,
-            Err(u) => {
-                self.record.ungradable = Some(u);
-                return (outcome, detail);
-            }
-        };
-        self.record.statuses = Some(map);
-        if !g.unmatched.is_empty() {
-            self.line(format!(
-                "expected test ids that matched nothing in the log: {}",
-                g.unmatched.join(", ")
-            ));
-        }
-        self.record.grade = Some(g);
-        if let Some(patch) = candidate.filter(|_| self.job.overrides.audit) {
-            let mut input = crate::audit::AuditInput::new(inst, patch);
-            input.test_log = Some(text);
-            input.log_parser = Some(rs.spec.log_parser);
-            input.checkout = checkout;
-            input.base_time = self.base_time;
-            let mirror = self.runner.repos.existing_mirror(&inst.repo);
-            input.mirror = mirror.as_deref();
-            input.of_gold = crate::audit::AuditInput::is_gold(
-                inst,
-                &self.job.prediction.model_name_or_path,
-                patch,
-            );
-            let audit = crate::audit::audit_static(&input);
-            if audit.is_suspect() {
-                let kinds: Vec<String> = audit
-                    .reasons
-                    .iter()
-                    .map(|r| format!("{:?}", r.kind))
-                    .collect();
-                self.line(format!("audit: suspect ({})", kinds.join(", ")));
-            }
-            self.record.audit = Some(audit);
-        }
-        (outcome, detail)
     }
 }

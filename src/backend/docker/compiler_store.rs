@@ -367,6 +367,15 @@ impl super::DockerBackend {
         served.as_ref().map(|s| s.remote_storage().to_string())
     }
 
+    /// [`Self::compiler_remote`] for a build of `spec`'s images: only a
+    /// `snapshot_build` spec's builds compile through the store.
+    pub(super) async fn compiler_remote_for(&self, spec: &crate::spec::Spec) -> Option<String> {
+        match spec.snapshot_build {
+            true => self.compiler_remote().await,
+            false => None,
+        }
+    }
+
     async fn serve_compiler_store(&self) -> Result<Served, String> {
         let docker = self.docker().await.map_err(|e| e.to_string())?;
         let bridge = super::engine::call(

@@ -38,6 +38,10 @@ fn toolchain_suite(spec: &Spec) -> Option<Suite> {
 /// Limit on pulling a root image before falling back to debootstrap.
 const ROOT_PULL_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Build context paths whose files are not written to the build log
+/// folder beside the Dockerfile and scripts.
+const NOT_SCRIPTS: [&str; 3] = ["testbed/", "git/", "snapshot-objects/"];
+
 /// The CA bundle to install in images, per `--ca-cert` and the environment.
 pub(crate) fn ca_bundle(flag: Option<&str>) -> Result<Option<(PathBuf, Vec<u8>)>, DockerError> {
     let path = match flag {
@@ -150,12 +154,7 @@ impl DockerBackend {
                 let over = Over::new(&env.name, inst);
                 let built = self
                     .ensure_over(Tier::Instance, &name, Some(over), || async {
-                        // A build that compiles goes through the store, if served.
-                        let remote = match spec.snapshot_build {
-                            true => self.compiler_remote().await,
-                            false => None,
-                        };
-                        Ok(plan.with_compiler_remote(remote))
+                        Ok(plan.with_compiler_remote(self.compiler_remote_for(spec).await))
                     })
                     .await?;
                 (name, built)
@@ -587,14 +586,9 @@ impl DockerBackend {
         for (name, data) in std::iter::once(("Dockerfile", plan.dockerfile.as_bytes())).chain(
             plan.files
                 .iter()
-                // Files sent into the tree (an instance's pack) are tree too,
-                // and the git sources' packs and a snapshot's objects are
-                // histories, not scripts.
-                .filter(|f| {
-                    !["testbed/", "git/", "snapshot-objects/"]
-                        .iter()
-                        .any(|p| f.path.starts_with(p))
-                })
+                // The tree's files (an instance's pack among them), the git
+                // sources' packs and a snapshot's objects are not scripts.
+                .filter(|f| !NOT_SCRIPTS.iter().any(|p| f.path.starts_with(p)))
                 .map(|f| (f.path.as_str(), f.data.as_slice())),
         ) {
             let p = dir.join(name);

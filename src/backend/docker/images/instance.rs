@@ -162,10 +162,7 @@ impl DockerBackend {
                 Some(Over::new(&snap_name, inst)),
                 || async move {
                     // A build that compiles goes through the store, if served.
-                    let remote = match spec.snapshot_build {
-                        true => self.compiler_remote().await,
-                        false => None,
-                    };
+                    let remote = self.compiler_remote_for(spec).await;
                     let snap_plan = snap.with_compiler_remote(remote.clone());
                     let snap_name = snap_plan.name.clone();
                     let (mirror, pure) = (base.repo.clone(), !spec.snapshot_build);
