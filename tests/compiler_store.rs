@@ -41,33 +41,31 @@ fn cython_from_store(log: &str) -> usize {
         .count()
 }
 
-#[test]
-fn docker_snapshots_compile_through_what_earlier_builds_stored() {
-    if !docker_ready("docker_snapshots_compile_through_what_earlier_builds_stored") {
-        return;
-    }
-    remove_images_of("acme__cstore");
-    let sb = Sandbox::new();
-    let repo = sb.mirrors().join("acme__cstore");
+/// The calc package as `acme/<name>` in the sandbox's mirrors, committed
+/// once per `(script, time)` of `commits`, and its spec (`BUILD_SPEC`);
+/// the dataset is two instances, `acme__<name>-1` and `-2`, at the last
+/// two commits, whose gold makes `add` right.
+fn calc_instances(sb: &Sandbox, name: &str, commits: &[(&str, i64)]) {
+    let repo = sb.mirrors().join(format!("acme__{name}"));
     let tests = "import unittest\nfrom calc import _other, _speed, _fast\n\nclass T(unittest.TestCase):\n    def test_other(self):\n        self.assertEqual((_other.other(), _speed.speed(), _fast.fast()), (7, 1, 3))\n";
     write_calc_repo(&repo, SETUP_PY, tests);
-    // Three windows, the same compiled sources in all: instance 1 is over
-    // the snapshot of c0, instance 2 over the snapshot of b1.
-    commit_at(&repo, "true", T0 + 100);
-    let b1 = commit_at(&repo, "echo one > NOTES", T0 + W + 100);
-    let b2 = commit_at(&repo, "echo two > NOTES", T0 + 2 * W + 100);
+    let bases: Vec<String> = commits
+        .iter()
+        .map(|(script, t)| commit_at(&repo, script, *t))
+        .collect();
     let gold = calc_gold(&repo);
     let test_patch = diff_of_write(
         &repo,
         "tests/test_calc.py",
         &format!("{tests}\n    def test_add(self):\n        from calc import add\n        self.assertEqual(add(2, 3), 5)\n"),
     );
-    let rows: Vec<Value> = [("acme__cstore-1", &b1), ("acme__cstore-2", &b2)]
+    let rows: Vec<Value> = bases[bases.len() - 2..]
         .iter()
-        .map(|(id, base)| {
+        .enumerate()
+        .map(|(i, base)| {
             instance(
-                id,
-                "acme/cstore",
+                &format!("acme__{name}-{}", i + 1),
+                &format!("acme/{name}"),
                 base,
                 &gold,
                 &test_patch,
@@ -78,8 +76,28 @@ fn docker_snapshots_compile_through_what_earlier_builds_stored() {
         .collect();
     sb.write("dataset.jsonl", &jsonl(&rows));
     sb.write(
-        "specs/cstore.yaml",
-        &BUILD_SPEC.replace("repo: acme/cext", "repo: acme/cstore"),
+        &format!("specs/{name}.yaml"),
+        &BUILD_SPEC.replace("repo: acme/cext", &format!("repo: acme/{name}")),
+    );
+}
+
+#[test]
+fn docker_snapshots_compile_through_what_earlier_builds_stored() {
+    if !docker_ready("docker_snapshots_compile_through_what_earlier_builds_stored") {
+        return;
+    }
+    remove_images_of("acme__cstore");
+    let sb = Sandbox::new();
+    // Three windows, the same compiled sources in all: instance 1 is over
+    // the snapshot of c0, instance 2 over the snapshot of b1.
+    calc_instances(
+        &sb,
+        "cstore",
+        &[
+            ("true", T0 + 100),
+            ("echo one > NOTES", T0 + W + 100),
+            ("echo two > NOTES", T0 + 2 * W + 100),
+        ],
     );
     let store = sb.cache().join("docker/ccache");
     let files_in = |dir: &std::path::Path| {
@@ -176,38 +194,13 @@ fn docker_whole_tree_instances_compile_through_the_store() {
     }
     remove_images_of("acme__cwhole");
     let sb = Sandbox::new();
-    let repo = sb.mirrors().join("acme__cwhole");
-    let tests = "import unittest\nfrom calc import _other, _speed, _fast\n\nclass T(unittest.TestCase):\n    def test_other(self):\n        self.assertEqual((_other.other(), _speed.speed(), _fast.fast()), (7, 1, 3))\n";
-    write_calc_repo(&repo, SETUP_PY, tests);
     // Both commits in the history's first window: no anchor, so no
     // snapshot; each instance image is sent its whole tree (as astropy's
     // trees with submodules are).
-    let b1 = commit_at(&repo, "true", T0 + 100);
-    let b2 = commit_at(&repo, "echo two > NOTES", T0 + 200);
-    let gold = calc_gold(&repo);
-    let test_patch = diff_of_write(
-        &repo,
-        "tests/test_calc.py",
-        &format!("{tests}\n    def test_add(self):\n        from calc import add\n        self.assertEqual(add(2, 3), 5)\n"),
-    );
-    let rows: Vec<Value> = [("acme__cwhole-1", &b1), ("acme__cwhole-2", &b2)]
-        .iter()
-        .map(|(id, base)| {
-            instance(
-                id,
-                "acme/cwhole",
-                base,
-                &gold,
-                &test_patch,
-                &["tests.test_calc.T.test_add"],
-                &["tests.test_calc.T.test_other"],
-            )
-        })
-        .collect();
-    sb.write("dataset.jsonl", &jsonl(&rows));
-    sb.write(
-        "specs/cwhole.yaml",
-        &BUILD_SPEC.replace("repo: acme/cext", "repo: acme/cwhole"),
+    calc_instances(
+        &sb,
+        "cwhole",
+        &[("true", T0 + 100), ("echo two > NOTES", T0 + 200)],
     );
     // One worker: instance 1 is built first and stores what it compiles.
     let mut args = docker_args("run", "gold", "whole");

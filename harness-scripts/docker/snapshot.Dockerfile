@@ -6,8 +6,10 @@
 # Generated from harness-scripts/docker/snapshot.Dockerfile.
 FROM {{env}}
 COPY testbed /testbed
-{{setup_copy}}RUN cd /testbed && git init -q && git add -A -f \
+COPY setup_snapshot.sh /root/setup_snapshot.sh
+RUN cd /testbed && git init -q && git add -A -f \
  && git -c gc.auto=0 commit -q --no-verify -m 'patchgrade snapshot' \
-{{setup_run}} && git -c pack.threads=1 repack -a -d -q \
+ && bash /root/setup_snapshot.sh && rm /root/setup_snapshot.sh \
+ && git -c pack.threads=1 repack -a -d -q \
  && mkdir -p {{objects_parent}} && mv .git/objects {{objects}} && rm -rf .git
 WORKDIR /testbed

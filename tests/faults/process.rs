@@ -21,6 +21,18 @@ fn hang_and_quick(prefix: &str, n: usize) -> Corpus {
     c
 }
 
+/// One SIGINT: the run stops, exiting 130 within 30 s.
+fn interrupt_once(p: &mut Running) {
+    let t = Instant::now();
+    p.signal(libc::SIGINT);
+    assert_eq!(p.wait(Duration::from_secs(60)), Some(exit::INTERRUPTED));
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "stopped in {:?}",
+        t.elapsed()
+    );
+}
+
 fn quick_expected(n: usize, i: usize) -> &'static str {
     if i == n {
         "unresolved"
@@ -124,14 +136,7 @@ fn one_sigint_stops_running_evaluations_and_writes_what_finished() {
                 && !containers_of(None, run).is_empty()
         },
     );
-    let t = Instant::now();
-    p.signal(libc::SIGINT);
-    assert_eq!(p.wait(Duration::from_secs(60)), Some(exit::INTERRUPTED));
-    assert!(
-        t.elapsed() < Duration::from_secs(30),
-        "stopped in {:?}",
-        t.elapsed()
-    );
+    interrupt_once(&mut p);
     assert!(p
         .stderr()
         .contains("interrupted: stopping running evaluations"));
@@ -289,14 +294,7 @@ fn one_sigint_stops_an_image_build() {
         Duration::from_secs(300),
         || host_runs(sleep),
     );
-    let t = Instant::now();
-    p.signal(libc::SIGINT);
-    assert_eq!(p.wait(Duration::from_secs(60)), Some(exit::INTERRUPTED));
-    assert!(
-        t.elapsed() < Duration::from_secs(30),
-        "stopped in {:?}",
-        t.elapsed()
-    );
+    interrupt_once(&mut p);
     let err = p.stderr();
     assert!(
         err.contains(&format!("{}: stopped, nothing recorded", c.id("slow"))),

@@ -596,42 +596,23 @@ pub fn instance_plan(
 /// a `snapshot_build` spec's setup needs a repository of the tree, so its
 /// snapshot commits the tree in the image and packs that.
 pub fn snapshot_plan(env: &str, repo: &str, spec: &Spec, anchor: TreeSource) -> ImagePlan {
-    if !spec.snapshot_build {
+    let (dockerfile, files) = if spec.snapshot_build {
+        // The setup runs in the snapshot's repository, before its objects
+        // are packed away (see `setup`).
+        let parent = SNAPSHOT_OBJECTS.rsplit_once('/').map_or("/", |(p, _)| p);
+        let dockerfile = SNAPSHOT_DOCKERFILE
+            .replace("{{env}}", env)
+            .replace("{{objects_parent}}", parent)
+            .replace("{{objects}}", SNAPSHOT_OBJECTS);
+        let setup = ContextFile::new("setup_snapshot.sh", setup_snapshot_script(spec));
+        (dockerfile, vec![setup])
+    } else {
         let dockerfile = SNAPSHOT_TREE_DOCKERFILE
             .replace("{{env}}", env)
             .replace("{{objects}}", SNAPSHOT_OBJECTS)
             .replace("{{pack}}", SNAPSHOT_PACK);
-        let tree_id = anchor.tree.to_string();
-        return ImagePlan::addressed(
-            Tier::Env,
-            snapshot_repository(repo),
-            &[dockerfile.as_bytes(), tree_id.as_bytes()],
-            dockerfile.clone(),
-            Vec::new(),
-            vec![("testbed".to_string(), anchor)],
-        );
-    }
-    let parent = SNAPSHOT_OBJECTS.rsplit_once('/').map_or("/", |(p, _)| p);
-    // A `snapshot_build` spec's setup runs in the snapshot's repository,
-    // before its objects are packed away (see `setup`).
-    let (copy, run, files) = if spec.snapshot_build {
-        (
-            "COPY setup_snapshot.sh /root/setup_snapshot.sh\n",
-            " && bash /root/setup_snapshot.sh && rm /root/setup_snapshot.sh \\\n",
-            vec![ContextFile::new(
-                "setup_snapshot.sh",
-                setup_snapshot_script(spec),
-            )],
-        )
-    } else {
-        ("", "", Vec::new())
+        (dockerfile, Vec::new())
     };
-    let dockerfile = SNAPSHOT_DOCKERFILE
-        .replace("{{env}}", env)
-        .replace("{{setup_copy}}", copy)
-        .replace("{{setup_run}}", run)
-        .replace("{{objects_parent}}", parent)
-        .replace("{{objects}}", SNAPSHOT_OBJECTS);
     let tree_id = anchor.tree.to_string();
     ImagePlan::addressed(
         Tier::Env,

@@ -262,20 +262,27 @@ fn an_unchanged_tree_gives_an_empty_delta_and_a_pack_git_accepts() {
     let delta = tree_delta(&src, ta, tb).unwrap();
     assert!(delta.delete.is_empty() && delta.write.is_empty());
     let pack = missing_objects_pack(&src, ta, tb).unwrap();
-    let work = d.path().join("w");
-    std::fs::create_dir(&work).unwrap();
-    git(&work, &["init", "-q"], None);
-    let sent = work.join(".git/objects/pack/pack-patchgrade.pack");
-    std::fs::write(&sent, &pack).unwrap();
-    git(&work, &["index-pack", &sent.display().to_string()], None);
     // No object in it, and git's own check of the pack passes.
-    let listed = git(&work, &["verify-pack", "-v", &pack_path(&work)], None);
+    let (_, listed) = indexed(d.path(), &pack);
     assert!(
         !listed
             .lines()
             .any(|l| l.contains(" blob ") || l.contains(" tree ")),
         "{listed}"
     );
+}
+
+/// `pack` indexed in a new repository `<dir>/w` (git's own check of it):
+/// that repository, and `git verify-pack -v`'s listing of the pack.
+fn indexed(dir: &Path, pack: &[u8]) -> (std::path::PathBuf, String) {
+    let work = dir.join("w");
+    std::fs::create_dir(&work).unwrap();
+    git(&work, &["init", "-q"], None);
+    let sent = work.join(".git/objects/pack/pack-patchgrade.pack");
+    std::fs::write(&sent, pack).unwrap();
+    git(&work, &["index-pack", &sent.display().to_string()], None);
+    let listed = git(&work, &["verify-pack", "-v", &pack_path(&work)], None);
+    (work, listed)
 }
 
 fn pack_path(work: &Path) -> String {
@@ -334,14 +341,7 @@ fn a_tree_pack_holds_the_whole_tree() {
     top.insert("lib", sub, 0o040000).unwrap();
     top.insert("a.txt", a, 0o100644).unwrap();
     let top = top.write().unwrap();
-    let pack = tree_pack(&repo, top).unwrap();
-    let work = d.path().join("w");
-    std::fs::create_dir(&work).unwrap();
-    git(&work, &["init", "-q"], None);
-    let sent = work.join(".git/objects/pack/pack-patchgrade-snapshot.pack");
-    std::fs::write(&sent, &pack).unwrap();
-    git(&work, &["index-pack", &sent.display().to_string()], None);
-    let listed = git(&work, &["verify-pack", "-v", &pack_path(&work)], None);
+    let (work, listed) = indexed(d.path(), &tree_pack(&repo, top).unwrap());
     for (id, kind) in [(top, "tree"), (sub, "tree"), (a, "blob"), (b, "blob")] {
         assert!(listed.contains(&format!("{id} {kind}")), "{id}:\n{listed}");
     }
