@@ -19,10 +19,19 @@ window), in the bare MIRROR. Then, counting the blobs' uncompressed sizes
 - consecutive: the anchors in time order, each over the one before: the
   first whole tree plus each step's changed files.
 
+With --windows DAYS:CHAIN[,DAYS:CHAIN...] it prints instead, for each cut
+(a spec's `snapshots: {window_days, chain}`), what the snapshots and the
+instance images over them would hold as patchgrade builds them
+(`images::snapshot::chain`): every link of every chain an instance needs
+(the first of a chain a whole tree, each later one the files changed since
+the one before, links no instance uses directly included), and each
+instance's files changed since its anchor (a whole tree without one).
+
 Only files written count (added or changed blobs); a snapshot's git pack
 adds roughly a third of its tree again, and its build outputs are not
 counted. Snapshots differ per env too, which this ignores.
 """
+import functools
 import argparse
 import json
 import subprocess
@@ -37,10 +46,12 @@ def git(mirror, *args, stdin=None):
     ).stdout
 
 
+@functools.lru_cache(maxsize=None)
 def commit_time(mirror, commit):
     return int(git(mirror, "log", "-1", "--format=%ct", commit).strip())
 
 
+@functools.lru_cache(maxsize=None)
 def anchor(mirror, commit, span):
     """The newest first-parent ancestor before `commit`'s window of `span`."""
     start = commit_time(mirror, commit) // span * span
@@ -55,6 +66,7 @@ def blob_bytes(mirror, ids):
     return sum(int(x) for x in out.split())
 
 
+@functools.lru_cache(maxsize=None)
 def whole(mirror, commit):
     ids = []
     for line in git(mirror, "ls-tree", "-r", commit).splitlines():
@@ -65,6 +77,7 @@ def whole(mirror, commit):
     return blob_bytes(mirror, ids)
 
 
+@functools.lru_cache(maxsize=None)
 def changed(mirror, old, new):
     ids = []
     for line in git(mirror, "diff-tree", "-r", "--no-renames", old, new).splitlines():
@@ -76,13 +89,48 @@ def changed(mirror, old, new):
     return blob_bytes(mirror, ids)
 
 
+def cut(mirror, bases, days, chain):
+    """(links, whole links, link bytes, instance bytes) for one cut."""
+    span = days * 24 * 3600
+    inst, links = 0, {}
+    for b in bases:
+        a = anchor(mirror, b, span)
+        if not a:
+            inst += whole(mirror, b)
+            continue
+        inst += changed(mirror, a, b)
+        x = a
+        while x and x not in links:
+            prev = anchor(mirror, x, span)
+            same = prev and commit_time(mirror, prev) // (span * chain) == commit_time(mirror, x) // (span * chain)
+            if chain > 1 and same:
+                links[x] = (False, changed(mirror, prev, x))
+                x = prev
+            else:
+                links[x] = (True, whole(mirror, x))
+                x = None
+    return len(links), sum(w for w, _ in links.values()), sum(n for _, n in links.values()), inst
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dataset")
     p.add_argument("repo")
     p.add_argument("mirror")
     p.add_argument("--outer", type=int, default=4, help="outer window in windows [4]")
+    p.add_argument("--windows", help="cuts to compare, DAYS:CHAIN[,DAYS:CHAIN...]")
     a = p.parse_args()
+    if a.windows:
+        with open(a.dataset) as f:
+            bases = [r["base_commit"] for r in map(json.loads, f) if r["repo"] == a.repo]
+        mb = lambda n: f"{n / 1e6:,.0f} MB"
+        print(f"{a.repo}: {len(bases)} instances")
+        for c in a.windows.split(","):
+            days, chain = (int(x) for x in c.split(":"))
+            n, w, snap, inst = cut(a.mirror, bases, days, chain)
+            print(f"  {days}-day windows, chain {chain}: {n} snapshots ({w} whole) {mb(snap)}, "
+                  f"instances {mb(inst)}, together {mb(snap + inst)}")
+        return
     anchors = set()
     with open(a.dataset) as f:
         for line in f:

@@ -19,6 +19,22 @@ impl Spec {
         }
     }
 
+    /// `snapshots` needs whole days and chains, and a chain needs a spec
+    /// that builds nothing in its snapshots: a link holds the changed files
+    /// only, and a build's outputs over an older build are another matter.
+    pub(super) fn check_snapshots(&self) -> Result<(), String> {
+        let Some(rule) = self.snapshots else {
+            return Ok(());
+        };
+        if rule.window_days == 0 || rule.chain == 0 {
+            return Err("snapshots: window_days and chain must be at least 1".into());
+        }
+        if rule.chain > 1 && self.snapshot_build {
+            return Err("snapshots: chain > 1 needs a spec without snapshot_build".into());
+        }
+        Ok(())
+    }
+
     /// `pip_base_packages` are exact pins (`name==version`), each name once,
     /// and need a Python.
     pub(super) fn check_pip_base(&self) -> Result<(), String> {

@@ -74,6 +74,24 @@ pub struct SourceTree {
     pub commit: String,
 }
 
+/// How a repository's snapshot images are cut from its history
+/// (`backend::docker::images::snapshot`): base commits of one window share
+/// a snapshot, and the snapshots of the windows of one chain are each built
+/// over the one before, holding only what changed. Shorter windows make
+/// smaller instance images (less changed since the snapshot); chains keep
+/// the many snapshots that makes from each holding a whole tree.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotRule {
+    /// Days per window (calendar-aligned from the Unix epoch).
+    pub window_days: u32,
+    /// Windows per chain (aligned the same way): 1 makes every snapshot a
+    /// whole tree; n makes a snapshot over the previous window's snapshot
+    /// when both lie in one span of n windows, so a cold build of one
+    /// instance builds at most n snapshots.
+    pub chain: u32,
+}
+
 /// A git repository that the build fetches by URL (a Cargo git
 /// dependency), served from a mirror: the history up to `commit` is put in
 /// the env image as a bare repository and git is told to fetch `url` from
@@ -254,6 +272,10 @@ pub struct Spec {
     /// (`backend::docker::images::setup`; docs/verified.md "Cold start").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub snapshot_build: bool,
+    /// How the repository's snapshot images are cut from its history
+    /// (default: 91-day windows, each snapshot a whole tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<SnapshotRule>,
     /// Variables the image setup sets to the machine's core count (`nproc`)
     /// for a build that reads its parallelism from one (numpy.distutils'
     /// `NPY_NUM_BUILD_JOBS`): the same output from every core. A snapshot
@@ -489,6 +511,7 @@ impl SpecSet {
             spec.check_trees()
                 .and_then(|()| spec.check_build_jobs())
                 .and_then(|()| spec.check_pip_base())
+                .and_then(|()| spec.check_snapshots())
                 .map_err(|reason| SpecError::Version {
                     path: path.to_owned(),
                     version: version.clone(),

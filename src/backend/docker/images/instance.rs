@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use super::build::Over;
-use super::plans::{delta_instance_plan, snapshot_plan, TreeSource};
+use super::chain::snapshot_link_plan;
+use super::plans::{delta_instance_plan, snapshot_plan, ImagePlan, TreeSource};
 use super::{snapshot, ImageError, Tier};
 use crate::backend::docker::{DockerBackend, DockerError};
 use crate::backend::EnvError;
@@ -103,12 +104,13 @@ impl DockerBackend {
         let absent = spec.absent_files.clone();
         // Only a snapshot that runs the setup needs the anchor's version.
         let versioned = spec.snapshot_build;
+        let windows = snapshot::Windows::of(spec.snapshots);
         tokio::task::spawn_blocking(move || {
             let r = git2::Repository::open_bare(&mirror)?;
-            let Some(anchor) = snapshot::anchor(&r, git2::Oid::from_str(&commit)?)? else {
+            let base = git2::Oid::from_str(&commit)?;
+            let Some(anchor) = snapshot::anchor(&r, base, windows)? else {
                 return Ok(None);
             };
-            let tree = r.find_commit(anchor)?.tree_id();
             let version = match versioned {
                 true => repos
                     .base_version(&repo, &anchor.to_string())
@@ -116,10 +118,12 @@ impl DockerBackend {
                     .flatten(),
                 false => None,
             };
-            Ok(Some(Anchor {
-                tree: without_absent(&r, tree, &absent)?.0,
-                version,
-            }))
+            let mut links = Vec::new();
+            for c in snapshot::chain(&r, anchor, windows)? {
+                let tree = r.find_commit(c)?.tree_id();
+                links.push(without_absent(&r, tree, &absent)?.0);
+            }
+            Ok(Some(Anchor { links, version }))
         })
         .await
         .map_err(|e| EnvError::Infra(format!("snapshot anchor task: {e}")))?
@@ -139,22 +143,33 @@ impl DockerBackend {
         base: TreeSource,
         anchor: Anchor,
     ) -> Result<(String, (String, Option<String>)), EnvError> {
-        let Anchor {
-            tree: anchor,
-            version,
-        } = anchor;
+        let Anchor { links, version } = anchor;
+        let (first, later) = links.split_first().ok_or_else(|| {
+            EnvError::Infra(format!("the snapshot of {}: no tree", inst.instance_id))
+        })?;
+        let anchor = *links.last().unwrap_or(first);
         let snap = snapshot_plan(
             env,
             &inst.repo,
             &spec.at_version(version),
             TreeSource {
                 repo: base.repo.clone(),
-                tree: anchor,
+                tree: *first,
             },
         );
-        let plan = delta_instance_plan(&snap.name, &inst.instance_id, spec, base.tree);
+        // Each later link of the chain over the one before.
+        let mut chained = Vec::new();
+        let mut parent = (snap.name.clone(), *first);
+        for tree in later {
+            let plan = snapshot_link_plan(&parent.0, &inst.repo, *tree);
+            parent = (plan.name.clone(), *tree);
+            chained.push(plan);
+        }
+        let snap_name = parent.0;
+        let plan = delta_instance_plan(&snap_name, &inst.instance_id, spec, base.tree);
         let name = plan.name.clone();
-        let snap_name = snap.name.clone();
+        let first = *first;
+        let later = later.to_vec();
         let found = self
             .ensure_over(
                 Tier::Instance,
@@ -164,9 +179,9 @@ impl DockerBackend {
                     // A build that compiles goes through the store, if served.
                     let remote = self.compiler_remote_for(spec).await;
                     let snap_plan = snap.with_compiler_remote(remote.clone());
-                    let snap_name = snap_plan.name.clone();
+                    let first_name = snap_plan.name.clone();
                     let (mirror, pure) = (base.repo.clone(), !spec.snapshot_build);
-                    self.ensure_named(Tier::Env, &snap_name, || async move {
+                    self.ensure_named(Tier::Env, &first_name, || async move {
                         if !pure {
                             return Ok(snap_plan);
                         }
@@ -174,17 +189,27 @@ impl DockerBackend {
                         // is built.
                         let pack = tokio::task::spawn_blocking(move || {
                             let r = git2::Repository::open_bare(&mirror)?;
-                            snapshot::tree_pack(&r, anchor)
+                            snapshot::tree_pack(&r, first)
                         })
                         .await
                         .map_err(|e| DockerError::Config(format!("snapshot pack task: {e}")))?
                         .map_err(|source| ImageError::Git {
-                            what: format!("the objects of tree {anchor}"),
+                            what: format!("the objects of tree {first}"),
                             source,
                         })?;
                         Ok(snap_plan.with_objects_pack(pack))
                     })
                     .await?;
+                    let mut below = first;
+                    for (link, tree) in chained.into_iter().zip(later) {
+                        let mirror = base.repo.clone();
+                        let link_name = link.name.clone();
+                        self.ensure_named(Tier::Env, &link_name, || async move {
+                            link_changes(link, mirror, below, tree).await
+                        })
+                        .await?;
+                        below = tree;
+                    }
                     tokio::task::spawn_blocking(move || {
                         let git = |source| ImageError::Git {
                             what: format!("the changes from tree {anchor} to {}", base.tree),
@@ -207,11 +232,35 @@ impl DockerBackend {
     }
 }
 
-/// The commit a snapshot image is made of: its tree (without the spec's
-/// absent files) and, for a `snapshot_build` spec, its upstream version.
+/// The commits a snapshot image is made of: the trees (without the spec's
+/// absent files) of its chain's links, oldest first, the last its own
+/// ([`snapshot::chain`]; one without chains) and, for a `snapshot_build`
+/// spec, its upstream version.
 pub(super) struct Anchor {
-    pub tree: git2::Oid,
+    pub links: Vec<git2::Oid>,
     pub version: Option<String>,
+}
+
+/// A chain link's plan completed with its changes over the snapshot of tree
+/// `below`: computed from the mirror only when the link is built.
+async fn link_changes(
+    link: ImagePlan,
+    mirror: std::path::PathBuf,
+    below: git2::Oid,
+    tree: git2::Oid,
+) -> Result<ImagePlan, DockerError> {
+    tokio::task::spawn_blocking(move || {
+        let git = |source| ImageError::Git {
+            what: format!("the changes from tree {below} to {tree}"),
+            source,
+        };
+        let r = git2::Repository::open_bare(&mirror).map_err(git)?;
+        let delta = snapshot::tree_delta(&r, below, tree).map_err(git)?;
+        let pack = snapshot::missing_objects_pack(&r, below, tree).map_err(git)?;
+        Ok(link.with_link_changes(mirror, tree, delta, pack))
+    })
+    .await
+    .map_err(|e| DockerError::Config(format!("snapshot link task: {e}")))?
 }
 
 /// `tree`, or a tree written beside it without the `absent` files whose

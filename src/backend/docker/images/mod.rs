@@ -32,6 +32,7 @@
 
 pub mod bases;
 pub mod build;
+pub mod chain;
 pub mod gitsources;
 pub mod hostfiles;
 mod instance;

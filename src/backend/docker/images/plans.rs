@@ -30,7 +30,7 @@ const SNAPSHOT_TREE_DOCKERFILE: &str =
     include_str!("../../../../harness-scripts/docker/snapshot-tree.Dockerfile");
 /// The pack of a snapshot's objects made from the mirror
 /// ([`ImagePlan::with_objects_pack`]), under [`SNAPSHOT_OBJECTS`]`/pack`.
-const SNAPSHOT_PACK: &str = "pack-patchgrade-snapshot";
+pub(super) const SNAPSHOT_PACK: &str = "pack-patchgrade-snapshot";
 const DELTA_DOCKERFILE: &str =
     include_str!("../../../../harness-scripts/docker/instance-delta.Dockerfile");
 
@@ -178,17 +178,30 @@ impl ImagePlan {
     /// build sends: the delete list, the files and the missing objects.
     /// Its name does not change: the snapshot's name and the base tree's id
     /// already determine all three.
-    pub fn with_delta(mut self, repo: PathBuf, delta: TreeDelta, pack: Vec<u8>) -> ImagePlan {
+    pub fn with_delta(self, repo: PathBuf, delta: TreeDelta, pack: Vec<u8>) -> ImagePlan {
         // All in /testbed/.git before `git init`, so that one `COPY` sends
         // everything: the pack is stored once, in the layer that sends it.
+        let pack = ContextFile::new(
+            &format!("testbed/.git/objects/pack/{DELTA_PACK}.pack"),
+            pack,
+        );
+        self.with_changes(repo, delta, pack)
+    }
+
+    /// The delete list under `testbed/.git`, the written files under
+    /// `testbed` (those replacing a deleted path beside them) and `pack`:
+    /// what turns one tree into another in an image.
+    pub(super) fn with_changes(
+        mut self,
+        repo: PathBuf,
+        delta: TreeDelta,
+        pack: ContextFile,
+    ) -> ImagePlan {
         self.files.push(ContextFile::new(
             &format!("testbed/.git/{DELTA_DELETE_LIST}"),
             delta.delete_list(),
         ));
-        self.files.push(ContextFile::new(
-            &format!("testbed/.git/objects/pack/{DELTA_PACK}.pack"),
-            pack,
-        ));
+        self.files.push(pack);
         let (in_place, moved) = delta.split_writes();
         self.blobs.push(BlobFiles {
             repo: repo.clone(),

@@ -14,10 +14,17 @@
 //! image, for its setup.
 //!
 //! The snapshot's commit, the **anchor**, is the newest first-parent
-//! ancestor of the base commit committed before the 91-day window the base
-//! commit falls in. Being an ancestor, it holds nothing newer than the base
-//! (no future code in the image, even unreachable); being fixed per window,
-//! base commits of the same window and branch share it.
+//! ancestor of the base commit committed before the window (91 days unless
+//! the spec's `snapshots` says otherwise) the base commit falls in. Being an
+//! ancestor, it holds nothing newer than the base (no future code in the
+//! image, even unreachable); being fixed per window, base commits of the
+//! same window and branch share it.
+//!
+//! With a spec's `snapshots.chain` above 1, a snapshot is built over the
+//! snapshot of its own anchor (the previous window's) when both lie in one
+//! chain span, holding only the files that changed and a pack of their
+//! objects ([`chain`]): the history alone fixes every link, whichever
+//! instances a run holds.
 //!
 //! Plain git2 code; [`super::build`] decides when to use it.
 
@@ -25,12 +32,42 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use git2::{Delta, DiffOptions, ObjectType, Oid, Repository, Tree};
 
+use crate::spec::SnapshotRule;
+
 /// Where a snapshot image keeps its git objects (an alternate of every
 /// instance repository built on it).
 pub const SNAPSHOT_OBJECTS: &str = "/opt/patchgrade/snapshot-objects";
 
-/// The window anchors are chosen by: base commits of one window share one.
+/// The window anchors are chosen by unless a spec says otherwise: base
+/// commits of one window share one.
 pub const WINDOW_SECS: i64 = 91 * 24 * 3600;
+
+const DAY_SECS: i64 = 24 * 3600;
+
+/// A spec's [`SnapshotRule`] in seconds: how anchors and chains are cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Windows {
+    /// Seconds per window.
+    pub secs: i64,
+    /// Windows per chain span (1: no chains).
+    pub chain: i64,
+}
+
+impl Windows {
+    /// The rule of a spec (`None`: 91-day windows, no chains).
+    pub fn of(rule: Option<SnapshotRule>) -> Windows {
+        match rule {
+            Some(r) => Windows {
+                secs: i64::from(r.window_days.max(1)) * DAY_SECS,
+                chain: i64::from(r.chain.max(1)),
+            },
+            None => Windows {
+                secs: WINDOW_SECS,
+                chain: 1,
+            },
+        }
+    }
+}
 
 /// At most this many first-parent steps back to the anchor; a longer walk
 /// (a window with that many commits) gives no anchor.
@@ -39,9 +76,9 @@ const MAX_WALK: usize = 20_000;
 /// The snapshot commit of `base`: its newest first-parent ancestor committed
 /// before `base`'s window began. None when the history (as the mirror has
 /// it) starts inside the window.
-pub fn anchor(repo: &Repository, base: Oid) -> Result<Option<Oid>, git2::Error> {
+pub fn anchor(repo: &Repository, base: Oid, w: Windows) -> Result<Option<Oid>, git2::Error> {
     let mut c = repo.find_commit(base)?;
-    let start = c.time().seconds().div_euclid(WINDOW_SECS) * WINDOW_SECS;
+    let start = c.time().seconds().div_euclid(w.secs) * w.secs;
     for _ in 0..MAX_WALK {
         if c.time().seconds() < start {
             return Ok(Some(c.id()));
@@ -53,6 +90,30 @@ pub fn anchor(repo: &Repository, base: Oid) -> Result<Option<Oid>, git2::Error> 
         };
     }
     Ok(None)
+}
+
+/// The snapshots the snapshot of `anchor` is built from, oldest first and
+/// ending with `anchor`: the first is a whole tree, each later one built
+/// over the one before. A link's predecessor is its own [`anchor`], kept
+/// while both fall in one span of `w.chain` windows; each step goes back a
+/// window at least, so a chain has at most `w.chain` links.
+pub fn chain(repo: &Repository, anchor_commit: Oid, w: Windows) -> Result<Vec<Oid>, git2::Error> {
+    let span = w.secs * w.chain;
+    let span_of = |c: Oid| -> Result<i64, git2::Error> {
+        Ok(repo.find_commit(c)?.time().seconds().div_euclid(span))
+    };
+    let mut links = vec![anchor_commit];
+    if w.chain > 1 {
+        let own = span_of(anchor_commit)?;
+        while let Some(prev) = anchor(repo, *links.last().unwrap_or(&anchor_commit), w)? {
+            if span_of(prev)? != own {
+                break;
+            }
+            links.push(prev);
+        }
+    }
+    links.reverse();
+    Ok(links)
 }
 
 /// One file of the base tree an instance image writes over the snapshot.

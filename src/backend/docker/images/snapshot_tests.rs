@@ -79,18 +79,65 @@ fn the_anchor_is_the_newest_first_parent_ancestor_before_the_window() {
     let c3 = commit_at(&r, &f("3"), 12 * W + 1); // window 12
     let c4 = commit_at(&r, &f("4"), 12 * W + 7);
     assert_eq!(
-        anchor(&r, c0).unwrap(),
+        anchor(&r, c0, Windows::of(None)).unwrap(),
         None,
         "history starts in its window"
     );
-    assert_eq!(anchor(&r, c1).unwrap(), Some(c0));
+    assert_eq!(anchor(&r, c1, Windows::of(None)).unwrap(), Some(c0));
     assert_eq!(
-        anchor(&r, c2).unwrap(),
+        anchor(&r, c2, Windows::of(None)).unwrap(),
         Some(c0),
         "same window, same anchor"
     );
-    assert_eq!(anchor(&r, c3).unwrap(), Some(c2));
-    assert_eq!(anchor(&r, c4).unwrap(), Some(c2));
+    assert_eq!(anchor(&r, c3, Windows::of(None)).unwrap(), Some(c2));
+    assert_eq!(anchor(&r, c4, Windows::of(None)).unwrap(), Some(c2));
+}
+
+#[test]
+fn a_chain_links_each_window_to_the_one_before_within_its_span() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Repository::init_bare(d.path()).unwrap();
+    let f = |s: &'static str| [("a.txt", s, 0o100644)];
+    // 10-day windows, 4 to a span: windows 0-3 are span 0, 4-7 span 1.
+    let w = Windows::of(Some(SnapshotRule {
+        window_days: 10,
+        chain: 4,
+    }));
+    let day = 24 * 3600;
+    let c0 = commit_at(&r, &f("0"), 5 * day); // window 0
+    let c1 = commit_at(&r, &f("1"), 15 * day); // window 1
+    let c2 = commit_at(&r, &f("2"), 35 * day); // window 3 (2 is empty)
+    let c4 = commit_at(&r, &f("4"), 45 * day); // window 4: a new span
+    let c5 = commit_at(&r, &f("5"), 55 * day); // window 5
+    let c6 = commit_at(&r, &f("6"), 65 * day); // window 6
+                                               // The anchor of a window-6 base is c5; its chain goes back to the
+                                               // span's first window with a commit, c4, and not into span 0.
+    assert_eq!(anchor(&r, c6, w).unwrap(), Some(c5));
+    assert_eq!(chain(&r, c5, w).unwrap(), vec![c4, c5]);
+    assert_eq!(
+        chain(&r, c4, w).unwrap(),
+        vec![c4],
+        "a span's first link is whole"
+    );
+    // An empty window is skipped: c2's link is over c1's, c1's over c0's.
+    assert_eq!(chain(&r, c2, w).unwrap(), vec![c0, c1, c2]);
+    // Every link but the first is the anchor of the next one.
+    let links = chain(&r, c2, w).unwrap();
+    for pair in links.windows(2) {
+        assert_eq!(anchor(&r, pair[1], w).unwrap(), Some(pair[0]));
+    }
+    // Without chains every snapshot is whole.
+    assert_eq!(chain(&r, c2, Windows::of(None)).unwrap(), vec![c2]);
+    // At most `chain` links, however many commits a span has.
+    let w2 = Windows::of(Some(SnapshotRule {
+        window_days: 1,
+        chain: 3,
+    }));
+    let mut last = c6;
+    for i in 0..6 {
+        last = commit_at(&r, &f("x"), 72 * day + i * day + 1);
+    }
+    assert!(chain(&r, last, w2).unwrap().len() <= 3);
 }
 
 #[test]
