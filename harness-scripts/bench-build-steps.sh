@@ -1,5 +1,5 @@
 #!/bin/bash
-# What a Dockerfile step costs the classic builder (docs/verified.md
+# What a Dockerfile step costs the classic builder (docs/cold-start-log.md
 # "Session 23"): the same small change built over IMAGE three ways, ROUNDS
 # times each, with --no-cache, and the wall time of each build printed.
 #

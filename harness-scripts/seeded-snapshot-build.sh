@@ -1,6 +1,6 @@
 #!/bin/bash
 # Would a snapshot built with an earlier snapshot's compiler cache compile
-# less? (docs/verified.md "Session 23", an experiment for issue 22.) Run
+# less? (docs/cold-start-log.md "Session 23", an experiment for issue 22.) Run
 # inside a matplotlib snapshot image (3.5-3.7) with the other snapshot's
 # /opt/patchgrade/ccache mounted read-only at /seed (an empty folder for the
 # cold case); it repeats the snapshot's pre_install and install through

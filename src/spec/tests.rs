@@ -392,6 +392,42 @@ fn snapshot_build_is_on_where_it_was_measured() {
     }
 }
 
+/// The cold start's per-repository choices (issue 22) where they were
+/// measured: django's and sympy's snapshot cuts, django 4.0-5.0's editable
+/// install without build isolation (3.x installs as the reference does).
+#[test]
+fn snapshot_cuts_and_isolation_are_where_they_were_measured() {
+    let b = SpecSet::builtin().unwrap();
+    let spec = |repo: &str, version: &str| b.lookup(repo, version).unwrap().spec.clone();
+    let cut = |window_days, chain| Some(SnapshotRule { window_days, chain });
+    for v in ["2.2", "3.0", "4.2", "5.0"] {
+        assert_eq!(spec("django/django", v).snapshots, cut(30, 12), "{v}");
+    }
+    assert_eq!(spec("sympy/sympy", "1.11").snapshots, cut(91, 8));
+    for (repo, v) in [
+        ("sphinx-doc/sphinx", "7.1"),
+        ("scikit-learn/scikit-learn", "1.3"),
+    ] {
+        assert_eq!(spec(repo, v).snapshots, None, "{repo}");
+    }
+    for v in ["4.0", "4.1", "4.2", "5.0"] {
+        let install = spec("django/django", v).install.unwrap();
+        assert_eq!(
+            install, "python -m pip install --no-build-isolation -e .",
+            "{v}"
+        );
+        // Still an editable install: the eval does not re-run it.
+        assert_eq!(spec("django/django", v).eval_install(), None, "{v}");
+    }
+    for v in ["3.0", "3.2"] {
+        assert_eq!(
+            spec("django/django", v).install.as_deref(),
+            Some("python -m pip install -e ."),
+            "{v}"
+        );
+    }
+}
+
 /// Where the built-in specs install a pip base (issue 22): one list for
 /// every sphinx version on Python 3.9 (what all 44 Verified instances
 /// resolved to), none on 3.10, where it was not measured; django's per
@@ -435,6 +471,47 @@ fn pip_bases_are_where_they_were_measured() {
     for v in ["2.2", "4.0", "5.0"] {
         assert!(pins("django/django", v).is_empty(), "{v}");
     }
+}
+
+#[test]
+fn snapshot_cuts_are_checked_and_leave_other_specs_as_they_were() {
+    let text = |extra: &str| {
+        format!(
+            "repo: o/r\nversions:\n  \"1.0\":\n    test_cmd: t\n    log_parser: pytest\n{extra}"
+        )
+    };
+    let s = set(&text("    snapshots: {window_days: 30, chain: 12}\n")).unwrap();
+    assert_eq!(
+        s.lookup("o/r", "1.0").unwrap().spec.snapshots,
+        Some(SnapshotRule {
+            window_days: 30,
+            chain: 12
+        })
+    );
+    for (bad, says) in [
+        ("    snapshots: {window_days: 0, chain: 2}\n", "at least 1"),
+        ("    snapshots: {window_days: 30, chain: 0}\n", "at least 1"),
+        (
+            "    snapshot_build: true\n    snapshots: {window_days: 30, chain: 4}\n",
+            "without snapshot_build",
+        ),
+        ("    snapshots: {window_days: 30}\n", "chain"),
+    ] {
+        let e = set(&text(bad)).unwrap_err().to_string();
+        assert!(
+            e.contains("t.yaml") && e.contains("1.0") && e.contains(says),
+            "{bad}: {e}"
+        );
+    }
+    // A snapshot_build spec may still change its windows.
+    set(&text(
+        "    snapshot_build: true\n    snapshots: {window_days: 30, chain: 1}\n",
+    ))
+    .unwrap();
+    // Unset, the field is not serialised: no other spec's images change.
+    let plain = set(&text("")).unwrap();
+    let json = serde_json::to_string(&plain.lookup("o/r", "1.0").unwrap().spec).unwrap();
+    assert!(!json.contains("snapshots"), "{json}");
 }
 
 #[test]
