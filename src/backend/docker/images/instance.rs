@@ -157,19 +157,17 @@ impl DockerBackend {
                 tree: *first,
             },
         );
-        // Each later link of the chain over the one before.
-        let mut chained = Vec::new();
-        let mut parent = (snap.name.clone(), *first);
+        // Each later link of the chain over the one before, with its tree.
+        let mut chained: Vec<(ImagePlan, git2::Oid)> = Vec::new();
+        let mut snap_name = snap.name.clone();
         for tree in later {
-            let plan = snapshot_link_plan(&parent.0, &inst.repo, *tree);
-            parent = (plan.name.clone(), *tree);
-            chained.push(plan);
+            let link = snapshot_link_plan(&snap_name, &inst.repo, *tree);
+            snap_name = link.name.clone();
+            chained.push((link, *tree));
         }
-        let snap_name = parent.0;
         let plan = delta_instance_plan(&snap_name, &inst.instance_id, spec, base.tree);
         let name = plan.name.clone();
         let first = *first;
-        let later = later.to_vec();
         let found = self
             .ensure_over(
                 Tier::Instance,
@@ -201,7 +199,7 @@ impl DockerBackend {
                     })
                     .await?;
                     let mut below = first;
-                    for (link, tree) in chained.into_iter().zip(later) {
+                    for (link, tree) in chained {
                         let mirror = base.repo.clone();
                         let link_name = link.name.clone();
                         self.ensure_named(Tier::Env, &link_name, || async move {
