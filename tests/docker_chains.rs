@@ -10,8 +10,8 @@ mod common;
 use patchgrade::exit;
 
 use common::cext::*;
-use common::layers::{images, layers};
-use common::widgets::{CORE_BUGGY, CORE_FIXED, F2P, HIGH, P2P, TESTS_BASE};
+use common::layers::{images, layers, widgets_mirror, widgets_patches, EVERY_CHANGE, EVERY_KIND};
+use common::widgets::{F2P, P2P};
 use common::*;
 use serde_json::Value;
 
@@ -26,43 +26,17 @@ fn docker_a_chained_snapshot_holds_only_its_changes_and_gives_the_base_tree() {
     assert_eq!((T0 / W) % 4, 0, "T0 starts a span of four windows");
     let sb = Sandbox::new();
     let repo = sb.mirrors().join("acme__chain");
-    std::fs::create_dir_all(&repo).unwrap();
-    run(&repo, "git", &["init", "-q"], &[]);
-    run(&repo, "git", &["config", "user.name", "t"], &[]);
-    run(&repo, "git", &["config", "user.email", "t@t"], &[]);
-    std::fs::create_dir_all(repo.join("widgets")).unwrap();
-    std::fs::create_dir_all(repo.join("tests")).unwrap();
-    std::fs::write(repo.join("widgets/__init__.py"), "").unwrap();
-    std::fs::write(repo.join("widgets/core.py"), CORE_BUGGY).unwrap();
-    std::fs::write(repo.join("tests/__init__.py"), "").unwrap();
-    std::fs::write(repo.join("tests/test_core.py"), TESTS_BASE).unwrap();
+    widgets_mirror(&repo);
     // Window 0: the chain's first snapshot (b1's tree), whole.
-    commit_at(
-        &repo,
-        "mkdir -p old/deep && echo a > old/deep/a.txt && echo b > old/b.txt && echo f > data && \
-         echo s > run.sh && ln -s run.sh link && echo keep > keep.txt && echo gone > gone.txt && \
-         mkdir d2f && echo y > d2f/y",
-        T0 + 100,
-    );
+    commit_at(&repo, EVERY_KIND, T0 + 100);
     let b1 = commit_at(&repo, "echo more >> keep.txt", T0 + 200);
     // Window 1: b2 changes the tree in every way a tree can change; its
     // snapshot (of window 2's bases) is a link over b1's.
-    let b2 = commit_at(
-        &repo,
-        "rm -r old gone.txt && rm data && mkdir data && echo x > data/x && chmod +x run.sh && \
-         rm link && echo 'a file now' > link && echo new > new.txt && echo changed > keep.txt && \
-         rm -r d2f && echo 'a file now' > d2f",
-        T0 + W + 100,
-    );
+    let b2 = commit_at(&repo, EVERY_CHANGE, T0 + W + 100);
     // Window 2: the instance over the link.
     let b3 = commit_at(&repo, "echo third > third.txt", T0 + 2 * W + 100);
 
-    let gold = diff_of_write(&repo, "widgets/core.py", CORE_FIXED);
-    let test_patch = diff_of_write(
-        &repo,
-        "tests/test_core.py",
-        &format!("{TESTS_BASE}\n{HIGH}"),
-    );
+    let (gold, test_patch) = widgets_patches(&repo);
     let rows: Vec<Value> = [("acme__chain-2", &b2), ("acme__chain-3", &b3)]
         .iter()
         .map(|(id, base)| instance(id, "acme/chain", base, &gold, &test_patch, &[F2P], &[P2P]))

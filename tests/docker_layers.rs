@@ -11,8 +11,10 @@ mod common;
 use patchgrade::exit;
 
 use common::cext::*;
-use common::layers::{images, layers, tagged_ancestors};
-use common::widgets::{Widgets, CORE_BUGGY, CORE_FIXED, F2P, HIGH, P2P, TESTS_BASE};
+use common::layers::{
+    images, layers, tagged_ancestors, widgets_mirror, widgets_patches, EVERY_CHANGE, EVERY_KIND,
+};
+use common::widgets::{Widgets, F2P, P2P};
 use common::*;
 use serde_json::Value;
 
@@ -25,43 +27,17 @@ fn docker_instances_of_one_window_share_a_snapshot_and_hold_only_their_changes()
     }
     let sb = Sandbox::new();
     let repo = sb.mirrors().join("acme__snap");
-    std::fs::create_dir_all(&repo).unwrap();
-    run(&repo, "git", &["init", "-q"], &[]);
-    run(&repo, "git", &["config", "user.name", "t"], &[]);
-    run(&repo, "git", &["config", "user.email", "t@t"], &[]);
-    std::fs::create_dir_all(repo.join("widgets")).unwrap();
-    std::fs::create_dir_all(repo.join("tests")).unwrap();
-    std::fs::write(repo.join("widgets/__init__.py"), "").unwrap();
-    std::fs::write(repo.join("widgets/core.py"), CORE_BUGGY).unwrap();
-    std::fs::write(repo.join("tests/__init__.py"), "").unwrap();
-    std::fs::write(repo.join("tests/test_core.py"), TESTS_BASE).unwrap();
+    widgets_mirror(&repo);
     // Window 0: the root and the first base (no earlier commit: a whole
     // tree). Its tree has what the later bases change, in every way a tree
     // can change.
-    commit_at(
-        &repo,
-        "mkdir -p old/deep && echo a > old/deep/a.txt && echo b > old/b.txt && echo f > data && \
-         echo s > run.sh && ln -s run.sh link && echo keep > keep.txt && echo gone > gone.txt && \
-         mkdir d2f && echo y > d2f/y",
-        T0 + 100,
-    );
+    commit_at(&repo, EVERY_KIND, T0 + 100);
     let b1 = commit_at(&repo, "echo more >> keep.txt", T0 + 200);
     // Window 1: two bases over b1's snapshot.
-    let b2 = commit_at(
-        &repo,
-        "rm -r old gone.txt && rm data && mkdir data && echo x > data/x && chmod +x run.sh && \
-         rm link && echo 'a file now' > link && echo new > new.txt && echo changed > keep.txt && \
-         rm -r d2f && echo 'a file now' > d2f",
-        T0 + W + 100,
-    );
+    let b2 = commit_at(&repo, EVERY_CHANGE, T0 + W + 100);
     let b3 = commit_at(&repo, "echo third > third.txt", T0 + W + 200);
 
-    let gold = diff_of_write(&repo, "widgets/core.py", CORE_FIXED);
-    let test_patch = diff_of_write(
-        &repo,
-        "tests/test_core.py",
-        &format!("{TESTS_BASE}\n{HIGH}"),
-    );
+    let (gold, test_patch) = widgets_patches(&repo);
     let rows: Vec<Value> = [
         ("acme__snap-1", &b1),
         ("acme__snap-2", &b2),

@@ -45,3 +45,43 @@ pub fn tagged_ancestors(name: &str, prefix: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// A mirror of the widgets repository in `repo` (created): buggy code,
+/// one test, no commit yet. The snapshot tests commit over it.
+pub fn widgets_mirror(repo: &std::path::Path) {
+    use super::cext::run;
+    use super::widgets::{CORE_BUGGY, TESTS_BASE};
+    std::fs::create_dir_all(repo.join("widgets")).unwrap();
+    std::fs::create_dir_all(repo.join("tests")).unwrap();
+    run(repo, "git", &["init", "-q"], &[]);
+    run(repo, "git", &["config", "user.name", "t"], &[]);
+    run(repo, "git", &["config", "user.email", "t@t"], &[]);
+    std::fs::write(repo.join("widgets/__init__.py"), "").unwrap();
+    std::fs::write(repo.join("widgets/core.py"), CORE_BUGGY).unwrap();
+    std::fs::write(repo.join("tests/__init__.py"), "").unwrap();
+    std::fs::write(repo.join("tests/test_core.py"), TESTS_BASE).unwrap();
+}
+
+/// A tree with what [`EVERY_CHANGE`] changes: folders, a file, a symlink,
+/// a script.
+pub const EVERY_KIND: &str =
+    "mkdir -p old/deep && echo a > old/deep/a.txt && echo b > old/b.txt && echo f > data && \
+     echo s > run.sh && ln -s run.sh link && echo keep > keep.txt && echo gone > gone.txt && \
+     mkdir d2f && echo y > d2f/y";
+
+/// Every way a tree can change, over [`EVERY_KIND`]: folders and a file
+/// gone, a file becoming a folder, a folder a file, a symlink a file, a
+/// mode, an addition, a modification.
+pub const EVERY_CHANGE: &str =
+    "rm -r old gone.txt && rm data && mkdir data && echo x > data/x && chmod +x run.sh && \
+     rm link && echo 'a file now' > link && echo new > new.txt && echo changed > keep.txt && \
+     rm -r d2f && echo 'a file now' > d2f";
+
+/// The widgets fix and the test patch adding `test_high`, against `repo`.
+pub fn widgets_patches(repo: &std::path::Path) -> (String, String) {
+    use super::cext::diff_of_write;
+    use super::widgets::{CORE_FIXED, HIGH, TESTS_BASE};
+    let gold = diff_of_write(repo, "widgets/core.py", CORE_FIXED);
+    let tests = diff_of_write(repo, "tests/test_core.py", &format!("{TESTS_BASE}\n{HIGH}"));
+    (gold, tests)
+}

@@ -38,8 +38,8 @@ use crate::spec::SnapshotRule;
 /// instance repository built on it).
 pub const SNAPSHOT_OBJECTS: &str = "/opt/patchgrade/snapshot-objects";
 
-/// The window anchors are chosen by unless a spec says otherwise: base
-/// commits of one window share one.
+/// The window anchors are chosen by when a spec does not say (its
+/// `snapshots`): base commits of one window share one.
 pub const WINDOW_SECS: i64 = 91 * 24 * 3600;
 
 const DAY_SECS: i64 = 24 * 3600;
@@ -105,11 +105,13 @@ pub fn chain(repo: &Repository, anchor_commit: Oid, w: Windows) -> Result<Vec<Oi
     let mut links = vec![anchor_commit];
     if w.chain > 1 {
         let own = span_of(anchor_commit)?;
-        while let Some(prev) = anchor(repo, *links.last().unwrap_or(&anchor_commit), w)? {
+        let mut link = anchor_commit;
+        while let Some(prev) = anchor(repo, link, w)? {
             if span_of(prev)? != own {
                 break;
             }
             links.push(prev);
+            link = prev;
         }
     }
     links.reverse();
