@@ -358,7 +358,9 @@ impl super::DockerBackend {
                 match self.serve_compiler_store().await {
                     Ok(s) => Some(s),
                     Err(e) => {
-                        tracing::info!("builds compile without the compiler cache store: {e}");
+                        // Every compile is then cold: a run's builds take
+                        // several times longer, so it is said.
+                        tracing::warn!("builds compile without the compiler cache store: {e}");
                         None
                     }
                 }
@@ -384,13 +386,15 @@ impl super::DockerBackend {
         )
         .await
         .map_err(|e| e.to_string())?;
-        let gateway = bridge
+        let configs: Vec<(Option<String>, Option<String>)> = bridge
             .ipam
             .and_then(|i| i.config)
             .into_iter()
             .flatten()
-            .find_map(|c| c.gateway?.parse::<IpAddr>().ok())
-            .ok_or("the bridge network has no gateway address")?;
+            .map(|c| (c.gateway, c.subnet))
+            .collect();
+        let gateway = bridge_gateway(&configs)
+            .ok_or("the bridge network has neither a gateway nor an IPv4 subnet")?;
         let store = Store::new(&self.scratch);
         let trim = store.clone();
         let removed = tokio::task::spawn_blocking(move || trim.trim(STORE_MAX))
@@ -424,9 +428,49 @@ impl super::DockerBackend {
     }
 }
 
+/// The address builds reach the host on: the bridge network's gateway,
+/// from its IPAM configurations (`(gateway, subnet)`). An engine whose
+/// default bridge lists only its subnet (dockerd 20.10 started where
+/// `docker0` already had its address) gives its bridge the subnet's first
+/// host address, as Docker's IPAM does.
+fn bridge_gateway(configs: &[(Option<String>, Option<String>)]) -> Option<IpAddr> {
+    let given = configs
+        .iter()
+        .find_map(|(gateway, _)| gateway.as_deref()?.parse::<IpAddr>().ok());
+    given.or_else(|| {
+        configs.iter().find_map(|(_, subnet)| {
+            let (net, _) = subnet.as_deref()?.split_once('/')?;
+            let net: std::net::Ipv4Addr = net.parse().ok()?;
+            Some(IpAddr::V4(std::net::Ipv4Addr::from(u32::from(net) + 1)))
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gateway_is_the_given_one_or_the_subnets_first_host() {
+        let c = |g: Option<&str>, n: Option<&str>| (g.map(String::from), n.map(String::from));
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        assert_eq!(
+            bridge_gateway(&[c(Some("172.18.0.1"), Some("172.18.0.0/16"))]),
+            ip("172.18.0.1")
+        );
+        // dockerd 20.10's default bridge on this machine: a subnet alone.
+        assert_eq!(
+            bridge_gateway(&[c(None, Some("172.17.0.0/16"))]),
+            ip("172.17.0.1")
+        );
+        // A given gateway wins over any subnet; an IPv6 subnet is not used.
+        assert_eq!(
+            bridge_gateway(&[c(None, Some("10.1.0.0/24")), c(Some("10.2.0.1"), None)]),
+            ip("10.2.0.1")
+        );
+        assert_eq!(bridge_gateway(&[c(None, Some("fd00::/64"))]), None);
+        assert_eq!(bridge_gateway(&[]), None);
+    }
 
     #[test]
     fn keys_are_at_most_two_plain_segments() {
