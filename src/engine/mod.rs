@@ -404,6 +404,7 @@ impl Engine {
             backend,
             durations,
             unwritten: Default::default(),
+            preparing: Default::default(),
         });
         let keep = meta == Meta::Keep && rundir.has_meta();
         rundir

@@ -368,10 +368,13 @@ impl<'a> EvalSteps<'a> {
     ) -> Step<(Env, Option<String>)> {
         let backend = &self.runner.backend;
         let t = Instant::now();
-        let env = match backend
+        let env = backend
             .prepare_env(rs, &self.job.instance, self.dir.path())
-            .await
-        {
+            .await;
+        // Its version's shared images are built (or could not be): a free
+        // worker may start another evaluation of that version now.
+        self.runner.preparing.done(&self.job.key());
+        let env = match env {
             Ok(env) => env,
             Err(e) => {
                 let outcome = if e.is_infra() {

@@ -10,6 +10,7 @@
 mod evaluate;
 pub mod jobs;
 mod machinery;
+pub mod preparing;
 pub mod schedule;
 
 use std::collections::BTreeMap;
@@ -173,6 +174,9 @@ pub struct Runner {
     pub durations: schedule::Durations,
     /// Results that could not be written in the current run.
     pub unwritten: Mutex<Vec<String>>,
+    /// The evaluations of [`Runner::run`] still preparing their
+    /// environment: which one a free worker starts.
+    pub preparing: preparing::Preparing,
 }
 
 /// How long a retry waits for an engine that stopped answering.
@@ -295,23 +299,36 @@ impl Runner {
         };
         let mut groups = group_identical(jobs);
         schedule::order(&mut groups, &self.durations);
-        for (primary, followers) in groups {
+        let mut pending = std::collections::VecDeque::from(groups);
+        loop {
             // Finished tasks are collected as we go: a finished task keeps
             // its (large) state until joined, 100,000 of them gigabytes.
             while let Some(res) = set.try_join_next() {
                 ran.collect(res);
             }
-            // Taken here, not in the task, so evaluations start in schedule order.
+            if pending.is_empty() {
+                break;
+            }
+            // Taken here, not in the task, so evaluations start in schedule
+            // order (but for a version still preparing: `preparing`).
             let Ok(permit) = sem.clone().acquire_owned().await else {
                 break;
             };
+            let Some((primary, followers)) = self.preparing.take_next(&mut pending) else {
+                break;
+            };
+            self.preparing.start(&primary);
             let (this, events, cancel) = (self.clone(), events.clone(), cancel.clone());
             set.spawn(async move {
                 let _permit = permit;
                 if *cancel.borrow() {
+                    this.preparing.done(&primary.key());
                     return None;
                 }
-                let record = this.evaluate_with_retry(&primary, &events, cancel).await?;
+                let record = this.evaluate_with_retry(&primary, &events, cancel).await;
+                // Reused, or ended before its environment was ready.
+                this.preparing.done(&primary.key());
+                let record = record?;
                 let mut out = vec![(primary.key(), record.clone())];
                 for f in followers {
                     let copy = this.record_for_follower(&primary, &f, &record);

@@ -5,6 +5,9 @@
 //! never seen before start before all of them, in input order (they may
 //! need image builds, and nothing is known of them).
 //!
+//! A free worker takes the first of this order whose version is not still
+//! preparing its environment (`super::preparing`).
+//!
 //! What earlier runs took is `<cache>/durations.json`: per instance id, the
 //! seconds its tests took the last time they ran (`timings.tests`, the same
 //! cold or warm). Plain code; the engine loads it before a run and records

@@ -1,5 +1,6 @@
 //! The order evaluations start in: instances never seen first, then the
-//! longest tests of earlier runs (`<cache>/durations.json`) first.
+//! longest tests of earlier runs (`<cache>/durations.json`) first; a free
+//! worker skips a version still preparing its environment.
 
 use super::*;
 use patchgrade::exit;
@@ -77,4 +78,40 @@ fn evaluations_start_with_the_unknown_then_the_longest_earlier_tests() {
         recorded["tests"]["acme__widgets-s4"].as_f64().is_some(),
         "{recorded}"
     );
+}
+
+/// When an evaluation starts, from the first line of its run_instance.log
+/// (`[unix seconds] evaluating ...`).
+fn started_at(w: &Widgets, run_id: &str, id: &str) -> f64 {
+    let log = w.sb.path().join(format!(
+        "logs/run_evaluation/{run_id}/gold/{id}/run_instance.log"
+    ));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let first = text.lines().next().unwrap_or_default();
+    first
+        .strip_prefix('[')
+        .and_then(|l| l.split(']').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{}: {first:?}", log.display()))
+}
+
+#[test]
+fn a_free_worker_starts_another_version_while_one_is_preparing() {
+    let w = widgets();
+    // a1 and a2 share version 1.0 (its env); b1 is 2.0. Two workers: the
+    // first starts a1, and the second, free at once while a1 prepares,
+    // starts b1 before a2 (input order: a1, a2, b1).
+    let mut b1 = w.row("acme__widgets-b1");
+    b1["version"] = "2.0".into();
+    let rows = [w.row("acme__widgets-a1"), w.row("acme__widgets-a2"), b1];
+    w.sb.write("dataset.jsonl", &jsonl(&rows));
+    let out = w.sb.run(&w.args("versions", "gold", &[]));
+    assert_eq!(out.status.code(), Some(exit::OK));
+    let at = |id| started_at(&w, "versions", id);
+    let (a1, a2, b1) = (
+        at("acme__widgets-a1"),
+        at("acme__widgets-a2"),
+        at("acme__widgets-b1"),
+    );
+    assert!(a1 <= b1 && b1 < a2, "a1 {a1}, b1 {b1}, a2 {a2}");
 }
