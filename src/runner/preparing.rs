@@ -19,6 +19,11 @@ use std::sync::Mutex;
 use super::jobs::Job;
 use crate::key::EvalKey;
 
+/// How far down the order a free worker looks for another version: a run
+/// of many samples of one version (pass@k) would otherwise scan all of its
+/// waiting jobs at every start.
+const LOOKAHEAD: usize = 64;
+
 /// The images an evaluation shares with others: its repository and version.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EnvGroup {
@@ -57,16 +62,15 @@ impl Preparing {
         self.started().remove(key);
     }
 
-    fn busy(&self, group: &EnvGroup) -> bool {
-        self.started().values().any(|g| g == group)
-    }
-
     /// The job a free worker starts, taken out of `pending` (schedule
-    /// order): the first whose group is not busy, else the first.
+    /// order): the first of the next [`LOOKAHEAD`] whose group is not busy,
+    /// else the first.
     pub fn take_next<T>(&self, pending: &mut VecDeque<(Job, T)>) -> Option<(Job, T)> {
+        let busy: Vec<EnvGroup> = self.started().values().cloned().collect();
         let free = pending
             .iter()
-            .position(|(job, _)| !self.busy(&EnvGroup::of(job)))
+            .take(LOOKAHEAD)
+            .position(|(job, _)| !busy.contains(&EnvGroup::of(job)))
             .unwrap_or(0);
         pending.remove(free)
     }
@@ -124,6 +128,24 @@ mod tests {
             order(&Preparing::default(), pending, true),
             ["a1", "a2", "b1", "a3", "c1"]
         );
+    }
+
+    #[test]
+    fn another_version_beyond_the_lookahead_waits_its_turn() {
+        let p = Preparing::default();
+        let mut pending: VecDeque<_> = (0..=LOOKAHEAD)
+            .map(|i| job(&format!("a{i}"), "1.0"))
+            .chain([job("b1", "2.0")])
+            .collect();
+        let (a0, ()) = p.take_next(&mut pending).unwrap();
+        p.start(&a0);
+        // b1 is 65th in line: out of sight, so the next in order goes.
+        let (next, ()) = p.take_next(&mut pending).unwrap();
+        assert_eq!(next.instance.instance_id, "a1");
+        // One job fewer in front of it: now it is seen.
+        p.start(&next);
+        let (next, ()) = p.take_next(&mut pending).unwrap();
+        assert_eq!(next.instance.instance_id, "b1");
     }
 
     #[test]
