@@ -321,12 +321,12 @@ impl Runner {
             let (this, events, cancel) = (self.clone(), events.clone(), cancel.clone());
             set.spawn(async move {
                 let _permit = permit;
-                if *cancel.borrow() {
-                    this.preparing.done(&primary.key());
-                    return None;
-                }
-                let record = this.evaluate_with_retry(&primary, &events, cancel).await;
-                // Reused, or ended before its environment was ready.
+                let cancelled = *cancel.borrow();
+                let record = match cancelled {
+                    true => None,
+                    false => this.evaluate_with_retry(&primary, &events, cancel).await,
+                };
+                // Cancelled, reused, or ended before its environment was ready.
                 this.preparing.done(&primary.key());
                 let record = record?;
                 let mut out = vec![(primary.key(), record.clone())];

@@ -26,13 +26,13 @@ const LOOKAHEAD: usize = 64;
 
 /// The images an evaluation shares with others: its repository and version.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct EnvGroup {
+struct EnvGroup {
     repo: String,
     version: String,
 }
 
 impl EnvGroup {
-    pub fn of(job: &Job) -> EnvGroup {
+    fn of(job: &Job) -> EnvGroup {
         EnvGroup {
             repo: job.instance.repo.clone(),
             version: job.instance.version.clone(),

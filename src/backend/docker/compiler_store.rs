@@ -34,6 +34,7 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
+use bollard::models::IpamConfig;
 
 /// The store's folder in `<cache>/docker`.
 pub const STORE_DIR: &str = "ccache";
@@ -386,13 +387,7 @@ impl super::DockerBackend {
         )
         .await
         .map_err(|e| e.to_string())?;
-        let configs: Vec<(Option<String>, Option<String>)> = bridge
-            .ipam
-            .and_then(|i| i.config)
-            .into_iter()
-            .flatten()
-            .map(|c| (c.gateway, c.subnet))
-            .collect();
+        let configs = bridge.ipam.and_then(|i| i.config).unwrap_or_default();
         let gateway = bridge_gateway(&configs)
             .ok_or("the bridge network has neither a gateway nor an IPv4 subnet")?;
         let store = Store::new(&self.scratch);
@@ -429,17 +424,17 @@ impl super::DockerBackend {
 }
 
 /// The address builds reach the host on: the bridge network's gateway,
-/// from its IPAM configurations (`(gateway, subnet)`). An engine whose
+/// from its IPAM configurations. An engine whose
 /// default bridge lists only its subnet (dockerd 20.10 started where
 /// `docker0` already had its address) gives its bridge the subnet's first
 /// host address, as Docker's IPAM does.
-fn bridge_gateway(configs: &[(Option<String>, Option<String>)]) -> Option<IpAddr> {
+fn bridge_gateway(configs: &[IpamConfig]) -> Option<IpAddr> {
     let given = configs
         .iter()
-        .find_map(|(gateway, _)| gateway.as_deref()?.parse::<IpAddr>().ok());
+        .find_map(|c| c.gateway.as_deref()?.parse::<IpAddr>().ok());
     given.or_else(|| {
-        configs.iter().find_map(|(_, subnet)| {
-            let (net, _) = subnet.as_deref()?.split_once('/')?;
+        configs.iter().find_map(|c| {
+            let (net, _) = c.subnet.as_deref()?.split_once('/')?;
             let net: std::net::Ipv4Addr = net.parse().ok()?;
             Some(IpAddr::V4(std::net::Ipv4Addr::from(u32::from(net) + 1)))
         })
@@ -452,7 +447,11 @@ mod tests {
 
     #[test]
     fn the_gateway_is_the_given_one_or_the_subnets_first_host() {
-        let c = |g: Option<&str>, n: Option<&str>| (g.map(String::from), n.map(String::from));
+        let c = |g: Option<&str>, n: Option<&str>| IpamConfig {
+            gateway: g.map(String::from),
+            subnet: n.map(String::from),
+            ..Default::default()
+        };
         let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
         assert_eq!(
             bridge_gateway(&[c(Some("172.18.0.1"), Some("172.18.0.0/16"))]),
